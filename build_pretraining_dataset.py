@@ -1,0 +1,480 @@
+"""Builds ELECTRA pretraining TFRecords from a raw text corpus.
+
+Reads plain text, WikiExtractor or JSON Lines files, splits paragraphs into
+sentences, tokenizes them (WordPiece or SentencePiece), packs them into
+`[CLS] A [SEP] B [SEP]` examples and writes sharded TFRecords with the
+`input_ids`, `input_mask` and `segment_ids` features, plus metadata.json,
+token_counts.txt and a copy of the vocabulary.
+
+Example:
+  python build_pretraining_dataset.py --corpus-dir sample_data/corpus \
+      --vocab-file sample_data/vocab.txt --output-dir /tmp/pretrain_data \
+      --num-processes 2
+"""
+
+import os
+
+# Quiet TF's C++ start-up chatter here and in spawned workers.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import dataclasses
+import json
+import multiprocessing
+import random
+import re
+import sys
+import time
+
+from pretrain.example_builder import ExampleBuilder
+from util import corpus
+from util import storage
+from util import tokenization
+from util.config import parse_config
+from util.errors import UserError, main_guard
+
+FORMAT_VERSION = 1
+SHARD_PREFIX = "pretrain_data.tfrecord-"
+SHARD_PATTERN = SHARD_PREFIX + "*"
+TEMP_PREFIX = "incomplete."  # shards before their job finishes
+METADATA = "metadata.json"
+TOKEN_COUNTS = "token_counts.txt"
+FEATURES = ("input_ids", "input_mask", "segment_ids")
+_SHARD_RE = re.compile(r"^(incomplete\.)?pretrain_data\.tfrecord-\d+-of-\d+$")
+_SENTENCES_PER_BATCH = 8192  # sentences per tokenizer call
+_VOCAB_SAMPLE_CHARS = 10_000_000  # corpus text used by --build-vocab
+_PROGRESS_SECONDS = 15.0
+
+
+@dataclasses.dataclass
+class BuildConfig:
+  corpus_dir: str = ""  # a directory (searched recursively) or a glob
+  vocab_file: str = ""  # vocab.txt (WordPiece) or a SentencePiece .model
+  build_vocab: int = 0  # >0: learn a WordPiece vocab of about this size
+  output_dir: str = ""
+  max_seq_length: int = 128
+  num_processes: int = 1
+  num_out_files: int = 16  # total shards; each process writes its share
+  lower_case: bool = True
+  strip_accents: bool | None = None  # None: same as lower_case (like BERT)
+  seed: int = 12345
+  overwrite: bool = False  # replace this tool's files in a used output dir
+  max_docs: int = 0  # 0 = all; split evenly among the processes
+
+  def validate(self):
+    if not self.corpus_dir:
+      raise UserError("--corpus-dir is required")
+    if not self.output_dir:
+      raise UserError("--output-dir is required")
+    if self.vocab_file and self.build_vocab:
+      raise UserError("give either --vocab-file or --build-vocab, not both")
+    if not self.vocab_file and not self.build_vocab:
+      raise UserError("no vocabulary given: pass --vocab-file (vocab.txt or a "
+                      "SentencePiece .model) or --build-vocab SIZE")
+    if self.build_vocab < 0 or 0 < self.build_vocab < 100:
+      raise UserError(f"--build-vocab must be 0 (off) or at least 100, got "
+                      f"{self.build_vocab}")
+    if self.max_seq_length < 8:
+      raise UserError(f"--max-seq-length must be at least 8, got "
+                      f"{self.max_seq_length}")
+    if self.num_processes < 1:
+      raise UserError(f"--num-processes must be at least 1, got "
+                      f"{self.num_processes}")
+    if self.num_out_files < self.num_processes:
+      raise UserError(f"--num-out-files ({self.num_out_files}) must be at "
+                      f"least --num-processes ({self.num_processes})")
+    if self.max_docs < 0:
+      raise UserError(f"--max-docs must be >= 0, got {self.max_docs}")
+
+  @property
+  def do_strip_accents(self):
+    return self.lower_case if self.strip_accents is None else self.strip_accents
+
+
+@dataclasses.dataclass
+class Job:
+  """What one worker process needs; picklable for multiprocessing."""
+  index: int
+  num_jobs: int
+  files: list
+  stripe_docs: bool  # True: read every file, keep docs index % num_jobs
+  max_docs: int  # 0 = no limit
+  shards: list  # (shard index, temporary path, final path) of this job
+  vocab: tokenization.VocabSource
+  lower_case: bool
+  strip_accents: bool
+  max_seq_length: int
+  seed: int
+
+
+def shard_name(i, n):
+  return f"{SHARD_PREFIX}{i}-of-{n}"
+
+
+def job_seed(seed, index):
+  # Distinct, reproducible streams per job.
+  return seed * 1_000_003 + index
+
+
+def _human(n):
+  for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+    if abs(n) >= div:
+      return f"{n / div:.2f}{unit}"
+  return str(int(n))
+
+
+class _JobStats:
+  """Counters of one job; summed over jobs for the report and metadata."""
+
+  def __init__(self, vocab_size, num_shards):
+    import numpy as np
+    self.token_counts = np.zeros(vocab_size, dtype=np.int64)
+    self.shard_examples = [0] * num_shards
+    self.read = corpus.ReadStats()
+    self.files_done = 0
+    self.docs = 0  # documents that produced tokens
+    self.empty_docs = 0  # documents whose text tokenized to nothing
+    self.tokens_tokenized = 0
+    self.tokens_written = 0  # non-special tokens in examples
+    self.special_tokens = 0
+    self.padding_tokens = 0
+    self.examples = 0
+    self.single_segment = 0
+    self.seconds = 0.0  # time spent working, without process start-up
+
+
+def _example_bytes(example):
+  import tensorflow as tf
+  ex = tf.train.Example()
+  feature = ex.features.feature
+  feature["input_ids"].int64_list.value.extend(example.input_ids)
+  feature["input_mask"].int64_list.value.extend(example.input_mask)
+  feature["segment_ids"].int64_list.value.extend(example.segment_ids)
+  return ex.SerializeToString(deterministic=True)
+
+
+def _job_documents(job, stats):
+  """This job's documents, honouring file or document striping."""
+  taken = 0
+  for path in job.files:
+    for i, doc in enumerate(corpus.read_documents(path, stats.read)):
+      if job.stripe_docs and i % job.num_jobs != job.index:
+        continue
+      yield doc
+      taken += 1
+      if job.max_docs and taken >= job.max_docs:
+        stats.files_done += 1
+        return
+    stats.files_done += 1
+
+
+def run_job(job, tokenizer=None, log=print):
+  """Tokenizes and packs one job's documents into its shards."""
+  import numpy as np
+  import tensorflow as tf
+
+  if tokenizer is None:
+    tokenizer = tokenization.tokenizer_from_source(
+        job.vocab, job.lower_case, job.strip_accents)
+  ids = tokenizer.special_ids
+  stats = _JobStats(tokenizer.vocab_size, len(job.shards))
+  builder = ExampleBuilder(job.max_seq_length, ids["cls"], ids["sep"],
+                           ids["pad"], random.Random(job_seed(job.seed,
+                                                              job.index)))
+  writers = [tf.io.TFRecordWriter(tmp) for _, tmp, _ in job.shards]
+  pending = []  # unpadded ids awaiting a bincount
+  start = last_report = time.time()
+  tag = f"[job {job.index + 1}/{job.num_jobs}] " if job.num_jobs > 1 else ""
+
+  def count_pending():
+    if pending:
+      stats.token_counts += np.bincount(
+          np.asarray(pending, dtype=np.int64),
+          minlength=tokenizer.vocab_size)[:tokenizer.vocab_size]
+      pending.clear()
+
+  def emit(example):
+    if example is None:
+      return
+    shard = stats.examples % len(writers)
+    writers[shard].write(_example_bytes(example))
+    stats.shard_examples[shard] += 1
+    stats.examples += 1
+    stats.single_segment += example.single_segment
+    stats.tokens_written += example.num_tokens
+    stats.special_tokens += example.length - example.num_tokens
+    stats.padding_tokens += job.max_seq_length - example.length
+    pending.extend(example.input_ids[:example.length])
+    if len(pending) > 4_000_000:
+      count_pending()
+
+  def flush(docs):
+    sentences = [s for doc in docs for s in doc]
+    token_ids = tokenizer.tokenize_batch(sentences)
+    pos = 0
+    for doc in docs:
+      produced = False
+      for sentence_ids in token_ids[pos:pos + len(doc)]:
+        stats.tokens_tokenized += len(sentence_ids)
+        produced |= bool(sentence_ids)
+        emit(builder.add_sentence(sentence_ids))
+      pos += len(doc)
+      emit(builder.end_document())
+      if produced:
+        stats.docs += 1
+      else:
+        stats.empty_docs += 1
+
+  batch, batch_sentences = [], 0
+  for doc in _job_documents(job, stats):
+    sentences = [s for p in doc for s in corpus.split_sentences(p)]
+    batch.append(sentences)
+    batch_sentences += len(sentences)
+    if batch_sentences >= _SENTENCES_PER_BATCH:
+      flush(batch)
+      batch, batch_sentences = [], 0
+      now = time.time()
+      if now - last_report >= _PROGRESS_SECONDS:
+        last_report = now
+        log(f"{tag}files {stats.files_done}/{len(job.files)}, "
+            f"docs {stats.docs}, tokens {_human(stats.tokens_tokenized)}, "
+            f"examples {stats.examples}, "
+            f"{_human(stats.tokens_tokenized / (now - start))} tokens/s",
+            flush=True)
+  if batch:
+    flush(batch)
+  count_pending()
+  # Padding positions count too: token_counts covers every input_ids slot.
+  stats.token_counts[ids["pad"]] += stats.padding_tokens
+  for writer in writers:
+    writer.close()
+  # Only now do the shards get names that look complete.
+  for _, tmp, final in job.shards:
+    storage.rename(tmp, final, overwrite=True)
+  stats.seconds = time.time() - start
+  # A plain dict: worker results must unpickle without this script's module.
+  return dict(vars(stats))
+
+
+def _run_job_in_worker(job):
+  return run_job(job)
+
+
+def _first_line(error):
+  return str(error).strip().splitlines()[0] if str(error).strip() else repr(
+      error)
+
+
+def _our_files(output_dir, extra_names=()):
+  """Files in output_dir that this tool wrote (and may replace)."""
+  names = {METADATA, TOKEN_COUNTS, "vocab.txt"} | set(extra_names)
+  meta = storage.join(output_dir, METADATA)
+  if storage.exists(meta):
+    try:
+      old = json.loads(storage.read_text(meta)).get("vocab_file", "")
+      if isinstance(old, str) and old and "/" not in old:
+        names.add(old)
+    except (ValueError, AttributeError):
+      pass
+  names |= {n + ".tmp" for n in names}
+  return [storage.join(output_dir, n) for n in storage.listdir(output_dir)
+          if n in names or _SHARD_RE.match(n) or n == TEMP_PREFIX + "probe"]
+
+
+def check_output_dir(config):
+  """Refuses a used output directory unless --overwrite."""
+  out = config.output_dir
+  if storage.exists(out) and not storage.isdir(out):
+    raise UserError(f"output path exists and is not a directory: {out}")
+  if (storage.exists(out) and storage.listdir(out) and
+      not config.overwrite):
+    raise UserError(f"output directory {out} is not empty; pass --overwrite "
+                    f"to replace a previous build (other files are kept)")
+
+
+def prepare_output_dir(config, vocab_name):
+  """Creates the output dir, removes our old files, checks it is writable."""
+  import tensorflow as tf
+  out = config.output_dir
+  try:
+    storage.makedirs(out)
+    if config.overwrite:
+      for path in _our_files(out, [vocab_name]):
+        storage.remove(path)
+    probe = storage.join(out, TEMP_PREFIX + "probe")
+    with storage.open_file(probe, "w") as f:
+      f.write("ok")
+    storage.remove(probe)
+  except (OSError, tf.errors.OpError) as e:
+    raise UserError(f"cannot write to output directory {out}: "
+                    f"{_first_line(e)}") from None
+
+
+def _write_bytes_atomic(path, data):
+  tmp = path + ".tmp"
+  with storage.open_file(tmp, "wb") as f:
+    f.write(data)
+  storage.rename(tmp, path, overwrite=True)
+
+
+def _has_text(files):
+  for path in files:
+    if next(corpus.read_documents(path), None) is not None:
+      return True
+  return False
+
+
+def build_vocab(config, files):
+  """Learns a WordPiece vocab from the first ~10M characters of the corpus."""
+  lines, chars, docs = [], 0, 0
+  for path in files:
+    for doc in corpus.read_documents(path):
+      lines.extend(doc)
+      chars += sum(len(p) for p in doc)
+      docs += 1
+      if chars >= _VOCAB_SAMPLE_CHARS or (config.max_docs and
+                                          docs >= config.max_docs):
+        break
+    else:
+      continue
+    break
+  print(f"building a WordPiece vocab of about {config.build_vocab} tokens "
+        f"from {docs} documents ({_human(chars)} characters)", flush=True)
+  vocab = tokenization.build_wordpiece_vocab(lines, config.build_vocab,
+                                             lower_case=config.lower_case)
+  data = ("\n".join(vocab) + "\n").encode("utf-8")
+  return tokenization.VocabSource(tokenization.WORDPIECE, data, "vocab.txt")
+
+
+def make_jobs(config, files, vocab):
+  num_jobs = config.num_processes
+  stripe_docs = len(files) < num_jobs
+  if config.max_docs:
+    num_jobs = min(num_jobs, config.max_docs)
+  n = config.num_out_files
+  out = config.output_dir
+  jobs = []
+  for j in range(num_jobs):
+    shards = [(i, storage.join(out, TEMP_PREFIX + shard_name(i, n)),
+               storage.join(out, shard_name(i, n)))
+              for i in range(j, n, num_jobs)]
+    quota = 0
+    if config.max_docs:
+      quota = config.max_docs // num_jobs + (j < config.max_docs % num_jobs)
+    jobs.append(Job(
+        index=j, num_jobs=num_jobs,
+        files=list(files) if stripe_docs else files[j::num_jobs],
+        stripe_docs=stripe_docs, max_docs=quota, shards=shards, vocab=vocab,
+        lower_case=config.lower_case, strip_accents=config.do_strip_accents,
+        max_seq_length=config.max_seq_length, seed=config.seed))
+  return jobs
+
+
+def run_jobs(jobs, tokenizer):
+  if len(jobs) == 1:
+    return [run_job(jobs[0], tokenizer)]
+  # spawn, not fork: forking a process that already runs TF can deadlock.
+  ctx = multiprocessing.get_context("spawn")
+  with ctx.Pool(len(jobs)) as pool:
+    return pool.map(_run_job_in_worker, jobs, chunksize=1)
+
+
+def write_outputs(config, jobs, results, tokenizer, vocab, files):
+  """token_counts.txt, then metadata.json (last: it marks completion)."""
+  n = config.num_out_files
+  token_counts = sum(r["token_counts"] for r in results)
+  shard_examples = [0] * n
+  for job, result in zip(jobs, results):
+    for (i, _, _), count in zip(job.shards, result["shard_examples"]):
+      shard_examples[i] = count
+
+  def total(key):
+    return sum(r[key] for r in results)
+
+  read = corpus.ReadStats()
+  # Striped jobs all read every file: count reading problems once.
+  for r in results[:1] if jobs[0].stripe_docs else results:
+    read.add(r["read"])
+  storage.write_text_atomic(
+      storage.join(config.output_dir, TOKEN_COUNTS),
+      "".join(f"{int(c)}\n" for c in token_counts))
+  metadata = {
+      "format_version": FORMAT_VERSION,
+      "tokenizer": tokenizer.kind,
+      "vocab_file": vocab.name,
+      "vocab_size": tokenizer.vocab_size,
+      "do_lower_case": tokenizer.do_lower_case,
+      "strip_accents": tokenizer.strip_accents,
+      "special_ids": dict(sorted(tokenizer.special_ids.items())),
+      "max_seq_length": config.max_seq_length,
+      "features": list(FEATURES),
+      "num_examples": total("examples"),
+      "num_single_segment_examples": total("single_segment"),
+      "num_tokens": total("tokens_written"),
+      "num_special_tokens": total("special_tokens"),
+      "num_padding_tokens": total("padding_tokens"),
+      "num_tokens_tokenized": total("tokens_tokenized"),
+      "num_documents": total("docs"),
+      "num_skipped_documents": read.skipped_docs + total("empty_docs"),
+      "num_skipped_lines": read.skipped_lines,
+      "num_lines_with_bad_bytes": read.bad_byte_lines,
+      "num_input_files": len(files),
+      "num_shards": n,
+      "shard_pattern": SHARD_PATTERN,
+      "examples_per_shard": shard_examples,
+      "token_counts_file": TOKEN_COUNTS,
+      # token_counts.txt counts every position of input_ids, padding too.
+      "token_counts_include_padding": True,
+      "num_processes": len(jobs),
+      "seed": config.seed,
+  }
+  storage.write_text_atomic(storage.join(config.output_dir, METADATA),
+                            json.dumps(metadata, indent=2) + "\n")
+  return metadata, read
+
+
+@main_guard
+def main(argv=None):
+  config, _ = parse_config(BuildConfig, argv, description=__doc__.split(
+      "\n")[0])
+  check_output_dir(config)
+  files = corpus.find_files(config.corpus_dir, exclude_dir=config.output_dir)
+  if not _has_text(files):
+    raise UserError(f"corpus has no text: {config.corpus_dir} "
+                    f"({len(files)} file(s), all empty)")
+  if config.vocab_file:
+    vocab = tokenization.read_vocab_source(config.vocab_file)
+  else:
+    vocab = build_vocab(config, files)
+  # Built in the parent first so vocabulary problems fail before any work.
+  tokenizer = tokenization.tokenizer_from_source(
+      vocab, config.lower_case, config.do_strip_accents)
+  prepare_output_dir(config, vocab.name)
+  _write_bytes_atomic(storage.join(config.output_dir, vocab.name), vocab.data)
+
+  jobs = make_jobs(config, files, vocab)
+  print(f"{len(files)} file(s), {tokenizer.kind} vocab of "
+        f"{tokenizer.vocab_size}, {len(jobs)} process(es), "
+        f"{config.num_out_files} shard(s) -> {config.output_dir}", flush=True)
+  start = time.time()
+  results = run_jobs(jobs, tokenizer)
+  seconds = max(time.time() - start, 1e-9)
+  if not any(r["examples"] for r in results):
+    # No metadata.json: the directory must not look like a finished build.
+    raise UserError(f"corpus produced no examples: {config.corpus_dir}")
+  meta, read = write_outputs(config, jobs, results, tokenizer, vocab, files)
+  rate = meta["num_tokens_tokenized"] / seconds
+  # Per process, on the time each spent working (start-up excluded).
+  busy = sum(r["seconds"] for r in results)
+  busy_rate = meta["num_tokens_tokenized"] / max(busy, 1e-9)
+  print(f"done: {meta['num_documents']} docs, "
+        f"{meta['num_tokens_tokenized']} tokens, "
+        f"{meta['num_examples']} examples in {seconds:.1f}s; "
+        f"{rate:,.0f} tokens/s ({busy_rate:,.0f} tokens/s per busy process); "
+        f"skipped {meta['num_skipped_documents']} empty docs, "
+        f"{read.skipped_lines} bad lines "
+        f"({read.bad_byte_lines} lines with undecodable bytes)", flush=True)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,182 @@
+"""Config for pretraining: every hparam of the original release has a home.
+
+Defaults are ELECTRA-Small (ELECTRA paper Table 6 / dissertation Table 5.1);
+presets live in configs/<objective>_<size>.json. Override with
+`--hparams FILE_OR_JSON` (repeatable, later wins) and `--field-name` flags.
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+from util.errors import UserError
+
+OBJECTIVES = ("electra",)
+MASK_SCHEMES = ("electra", "bert")
+OPTIMIZERS = ("adamw", "lamb")
+PRECISIONS = ("auto", "float32", "bfloat16", "float16")
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+
+
+@dataclasses.dataclass
+class PretrainingConfig:
+  """All pretraining hparams. Paths default to the data-dir convention:
+  DATA_DIR/pretrain_tfrecords/, DATA_DIR/vocab.txt, DATA_DIR/models/NAME/."""
+  # Where things live.
+  data_dir: str = ""
+  model_name: str = ""
+  pretrain_tfrecords: str = ""  # glob(s), comma-separated; default from dir
+  vocab_file: str = ""
+  model_dir: str = ""
+  init_checkpoint: str = ""  # a checkpoint to start from (weights only)
+
+  # What to run.
+  do_train: bool = True
+  do_eval: bool = False
+  debug: bool = False  # tiny model and few steps, for trying things out
+  seed: int = 1234
+
+  # Objective (ELECTRA paper section 2; Table 6).
+  objective: str = "electra"
+  electra_objective: bool = True  # original's switch: False = BERT MLM
+  gen_weight: float = 1.0
+  disc_weight: float = 50.0
+  mask_prob: float = 0.15
+  mask_scheme: str = "electra"  # "electra": [MASK] or keep; "bert": 80/10/10
+  mask_replace_prob: float = 0.85  # electra scheme: share of picks -> [MASK]
+  max_predictions_per_seq: Optional[int] = None  # (mask_prob+.005)*seq_len
+  temperature: float = 1.0
+  disallow_correct: bool = False
+  uniform_generator: bool = False
+  untied_generator_embeddings: bool = False
+  untied_generator: bool = True  # False: generator = discriminator weights
+
+  # Model sizes (Table 5.1).
+  model_size: str = "small"
+  model_hparam_overrides: dict = dataclasses.field(default_factory=dict)
+  embedding_size: Optional[int] = None
+  vocab_size: Optional[int] = None  # default: from the dataset's metadata
+  do_lower_case: bool = True
+  generator_hidden_size: float = 0.25  # multipliers of the discriminator's
+  generator_ffn_size: Optional[float] = None  # default: = hidden multiplier
+  generator_heads: Optional[float] = None  # default: = hidden multiplier
+  generator_layers: float = 1.0
+
+  # Optimization (Table 6).
+  optimizer: str = "adamw"
+  learning_rate: float = 5e-4
+  lr_decay_power: float = 1.0  # 1.0 = linear decay to 0
+  weight_decay_rate: float = 0.01
+  num_warmup_steps: int = 10000
+  num_train_steps: int = 1000000
+  adam_beta1: float = 0.9
+  adam_beta2: float = 0.999
+  adam_epsilon: float = 1e-6
+  clip_norm: float = 1.0  # global-norm clipping; 0 = off
+  train_batch_size: int = 128  # global, across replicas
+  eval_batch_size: int = 128
+  max_seq_length: int = 128
+
+  # Loop, checkpoints, logs.
+  iterations_per_loop: int = 200  # steps per host call; also log interval
+  log_every_steps: int = 0  # 0 = once per loop
+  save_checkpoints_steps: int = 1000
+  keep_checkpoint_max: int = 5
+  num_eval_steps: int = 100
+  shuffle_buffer_size: int = 10000
+
+  # Hardware.
+  mixed_precision: str = "auto"  # auto: bfloat16 on TPU/GPU(sm80+), else fp32
+  xla: bool = False
+  strategy: str = "default"
+  use_tpu: bool = False  # original's switch; same as strategy="tpu"
+  num_tpu_cores: int = 1
+  tpu_job_name: str = ""
+  tpu_name: str = ""
+  tpu_zone: str = ""
+  gcp_project: str = ""
+  num_gpus: int = 0  # mirrored: 0 = all visible devices
+  intra_op_threads: int = 0  # 0 = TensorFlow's default
+  inter_op_threads: int = 0
+
+  def resolve(self):
+    """Fills derived defaults once all overrides are in."""
+    if not self.electra_objective and self.objective == "electra":
+      raise UserError("electra_objective=false selects BERT's MLM objective, "
+                      "which is not available in this version")
+    if self.use_tpu:
+      self.strategy = "tpu"
+    if self.max_predictions_per_seq is None:
+      self.max_predictions_per_seq = int(
+          (self.mask_prob + 0.005) * self.max_seq_length)
+    if self.embedding_size is not None:
+      self.model_hparam_overrides = dict(self.model_hparam_overrides,
+                                         embedding_size=self.embedding_size)
+    if self.debug:
+      self.model_size = "tiny"
+      self.num_train_steps = min(self.num_train_steps, 20)
+      self.num_warmup_steps = min(self.num_warmup_steps, 5)
+      self.train_batch_size = min(self.train_batch_size, 8)
+      self.eval_batch_size = min(self.eval_batch_size, 8)
+      self.num_eval_steps = min(self.num_eval_steps, 2)
+      self.iterations_per_loop = min(self.iterations_per_loop, 5)
+    if self.data_dir:
+      self.pretrain_tfrecords = self.pretrain_tfrecords or os.path.join(
+          self.data_dir, "pretrain_tfrecords", "pretrain_data.tfrecord*")
+      self.vocab_file = self.vocab_file or os.path.join(self.data_dir,
+                                                        "vocab.txt")
+      if self.model_name:
+        self.model_dir = self.model_dir or os.path.join(
+            self.data_dir, "models", self.model_name)
+
+  def validate(self):
+    self.resolve()
+    if not self.data_dir and not (self.pretrain_tfrecords and self.model_dir):
+      raise UserError("--data-dir is required (or both pretrain_tfrecords "
+                      "and model_dir)")
+    if not self.model_dir:
+      raise UserError("--model-name is required")
+    choices = (("objective", OBJECTIVES), ("mask_scheme", MASK_SCHEMES),
+               ("optimizer", OPTIMIZERS), ("mixed_precision", PRECISIONS),
+               ("strategy", STRATEGIES))
+    for name, allowed in choices:
+      if getattr(self, name) not in allowed:
+        raise UserError(f"hparam '{name}' must be one of {', '.join(allowed)}"
+                        f", got '{getattr(self, name)}'")
+    if not 0 < self.mask_prob < 1:
+      raise UserError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+    if not 0 <= self.mask_replace_prob <= 1:
+      raise UserError("mask_replace_prob must be in [0, 1]")
+    if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
+      raise UserError(f"max_predictions_per_seq must be in [1, "
+                      f"{self.max_seq_length}], got "
+                      f"{self.max_predictions_per_seq}")
+    if self.temperature <= 0:
+      raise UserError("temperature must be > 0")
+    positive = ("learning_rate", "num_train_steps", "train_batch_size",
+                "eval_batch_size", "max_seq_length", "iterations_per_loop",
+                "save_checkpoints_steps", "keep_checkpoint_max",
+                "num_eval_steps", "shuffle_buffer_size")
+    for name in positive:
+      if getattr(self, name) <= 0:
+        raise UserError(f"hparam '{name}' must be > 0, got "
+                        f"{getattr(self, name)}")
+    if self.num_warmup_steps < 0 or self.weight_decay_rate < 0:
+      raise UserError("num_warmup_steps and weight_decay_rate must be >= 0")
+    if not self.do_train and not self.do_eval:
+      raise UserError("nothing to do: both do_train and do_eval are false")
+    if not self.untied_generator and self.generator_hidden_size != 1.0:
+      raise UserError("untied_generator=false shares all weights, so it "
+                      "needs generator_hidden_size=1.0")
+    if not self.untied_generator:
+      raise UserError("untied_generator=false (one shared model) is not "
+                      "available in this version")
+
+
+def load_config(argv=None):
+  """Parses run_pretraining.py's command line into a PretrainingConfig."""
+  from util.config import parse_config
+  config, _ = parse_config(
+      PretrainingConfig, argv,
+      description="Pretrain an ELECTRA-style model.")
+  return config

@@ -1,0 +1,217 @@
+"""The one transformer core: a BERT-style post-LayerNorm encoder (Keras 3).
+
+Every objective (MLM, ELECTRA, Electric, SCRIPT) builds on `Encoder`; the
+generator and discriminator share one `Embeddings` instance.
+Only keras / keras.ops here, so it runs on TensorFlow and JAX unchanged.
+"""
+
+import math
+
+import keras
+from keras import layers
+from keras import ops
+
+CAUSAL_DIRECTIONS = (None, "l2r", "r2l")
+
+
+def initializer(config):
+  return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+def activation(name):
+  if name == "gelu":  # exact erf form, as BERT and transformers' "gelu"
+    return lambda x: keras.activations.gelu(x, approximate=False)
+  if name in ("gelu_new", "gelu_approx"):  # tanh form of the TF1 release
+    return lambda x: keras.activations.gelu(x, approximate=True)
+  if name in ("relu", "silu", "tanh"):
+    return keras.activations.get(name)
+  raise ValueError(f"unknown hidden_act '{name}'")
+
+
+class Embeddings(layers.Layer):
+  """Token + learned position + token-type embeddings, LayerNorm, dropout.
+
+  Outputs `embedding_size` features; each encoder projects to its own hidden
+  size, so one instance can be shared by a small generator and the
+  discriminator (ELECTRA section 3.2).
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    init = initializer(config)
+    self.word_embeddings = layers.Embedding(
+        config.vocab_size, config.embedding_size, embeddings_initializer=init,
+        name="word_embeddings")
+    self.position_embeddings = layers.Embedding(
+        config.max_position_embeddings, config.embedding_size,
+        embeddings_initializer=init, name="position_embeddings")
+    self.token_type_embeddings = layers.Embedding(
+        config.type_vocab_size, config.embedding_size,
+        embeddings_initializer=init, name="token_type_embeddings")
+    self.layer_norm = layers.LayerNormalization(
+        epsilon=config.layer_norm_eps, name="LayerNorm")
+    self.dropout = layers.Dropout(config.hidden_dropout_prob)
+
+  def build(self, input_shape):
+    self.word_embeddings.build(None)
+    self.position_embeddings.build(None)
+    self.token_type_embeddings.build(None)
+    self.layer_norm.build((None, None, self.config.embedding_size))
+    self.built = True
+
+  @property
+  def token_table(self):
+    """The [vocab, embedding_size] matrix that tied output layers reuse."""
+    return self.word_embeddings.embeddings
+
+  def call(self, input_ids, segment_ids=None, training=None):
+    seq_len = ops.shape(input_ids)[1]
+    positions = ops.expand_dims(ops.arange(seq_len, dtype="int32"), 0)
+    x = self.word_embeddings(input_ids) + self.position_embeddings(positions)
+    if segment_ids is None:
+      segment_ids = ops.zeros_like(input_ids)
+    x = x + self.token_type_embeddings(segment_ids)
+    return self.dropout(self.layer_norm(x), training=training)
+
+
+def attention_mask(input_mask, causal=None):
+  """Boolean [B, 1, T|1, T] mask: padding keys off, plus an optional
+  left-to-right ("l2r") or right-to-left ("r2l") causal mask."""
+  mask = ops.expand_dims(ops.expand_dims(ops.not_equal(input_mask, 0), 1), 1)
+  if causal is None:
+    return mask
+  seq_len = ops.shape(input_mask)[1]
+  rows = ops.expand_dims(ops.arange(seq_len), 1)
+  cols = ops.expand_dims(ops.arange(seq_len), 0)
+  tri = cols <= rows if causal == "l2r" else cols >= rows
+  return ops.logical_and(mask, tri[None, None])
+
+
+class SelfAttention(layers.Layer):
+  """Multi-head self-attention; fused kernel unless attention dropout runs."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    init = initializer(config)
+    self.query = layers.Dense(config.hidden_size, kernel_initializer=init,
+                              name="query")
+    self.key = layers.Dense(config.hidden_size, kernel_initializer=init,
+                            name="key")
+    self.value = layers.Dense(config.hidden_size, kernel_initializer=init,
+                              name="value")
+    self.dropout = layers.Dropout(config.attention_probs_dropout_prob)
+
+  def build(self, input_shape):
+    for dense in (self.query, self.key, self.value):
+      dense.build(input_shape)
+    self.built = True
+
+  def _heads(self, x):
+    c = self.config
+    return ops.reshape(x, (ops.shape(x)[0], ops.shape(x)[1],
+                           c.num_attention_heads, c.head_size))
+
+  def call(self, x, mask, training=None):
+    c = self.config
+    q, k, v = (self._heads(self.query(x)), self._heads(self.key(x)),
+               self._heads(self.value(x)))
+    if training and c.attention_probs_dropout_prob > 0:
+      # Explicit path: the fused op has no dropout on attention probs.
+      scores = ops.einsum("btnh,bsnh->bnts", q, k) / math.sqrt(c.head_size)
+      scores = ops.where(mask, ops.cast(scores, "float32"), -1e9)
+      probs = ops.cast(ops.softmax(scores, axis=-1), v.dtype)
+      probs = self.dropout(probs, training=training)
+      context = ops.einsum("bnts,bsnh->btnh", probs, v)
+    else:
+      context = ops.dot_product_attention(q, k, v, mask=mask)
+    return ops.reshape(context, (ops.shape(x)[0], ops.shape(x)[1],
+                                 c.hidden_size))
+
+
+class TransformerLayer(layers.Layer):
+  """Attention and FFN blocks, each followed by residual + LayerNorm."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    init = initializer(config)
+    self.attention = SelfAttention(config, name="attention")
+    self.attention_output = layers.Dense(
+        config.hidden_size, kernel_initializer=init, name="attention_output")
+    self.attention_layer_norm = layers.LayerNormalization(
+        epsilon=config.layer_norm_eps, name="attention_LayerNorm")
+    self.intermediate = layers.Dense(
+        config.intermediate_size, activation=activation(config.hidden_act),
+        kernel_initializer=init, name="intermediate")
+    self.output_dense = layers.Dense(
+        config.hidden_size, kernel_initializer=init, name="output")
+    self.output_layer_norm = layers.LayerNormalization(
+        epsilon=config.layer_norm_eps, name="output_LayerNorm")
+    self.dropout = layers.Dropout(config.hidden_dropout_prob)
+
+  def build(self, input_shape):
+    h, f = self.config.hidden_size, self.config.intermediate_size
+    self.attention.build((None, None, h))
+    self.attention_output.build((None, None, h))
+    self.attention_layer_norm.build((None, None, h))
+    self.intermediate.build((None, None, h))
+    self.output_dense.build((None, None, f))
+    self.output_layer_norm.build((None, None, h))
+    self.built = True
+
+  def call(self, x, mask, training=None):
+    a = self.attention(x, mask, training=training)
+    a = self.dropout(self.attention_output(a), training=training)
+    x = self.attention_layer_norm(x + a)
+    h = self.dropout(self.output_dense(self.intermediate(x)),
+                     training=training)
+    return self.output_layer_norm(x + h)
+
+
+class Encoder(layers.Layer):
+  """Embeddings (possibly shared) -> projection -> N transformer layers.
+
+  Args:
+    config: a TransformerConfig.
+    embeddings: an `Embeddings` to share; a new one is made when None.
+    causal: None (bidirectional), "l2r" or "r2l" (for two-tower models).
+  """
+
+  def __init__(self, config, embeddings=None, causal=None, **kwargs):
+    super().__init__(**kwargs)
+    if causal not in CAUSAL_DIRECTIONS:
+      raise ValueError(f"causal must be one of {CAUSAL_DIRECTIONS}")
+    self.config = config
+    self.causal = causal
+    self.embeddings = embeddings or Embeddings(config, name="embeddings")
+    self.embeddings_project = None
+    if config.embedding_size != config.hidden_size:
+      self.embeddings_project = layers.Dense(
+          config.hidden_size, kernel_initializer=initializer(config),
+          name="embeddings_project")
+    self.transformer_layers = [
+        TransformerLayer(config, name=f"layer_{i}")
+        for i in range(config.num_hidden_layers)]
+
+  def build(self, input_shape):
+    if not self.embeddings.built:
+      self.embeddings.build(input_shape)
+    if self.embeddings_project is not None:
+      self.embeddings_project.build((None, None, self.config.embedding_size))
+    for layer in self.transformer_layers:
+      layer.build((None, None, self.config.hidden_size))
+    self.built = True
+
+  def call(self, input_ids, input_mask=None, segment_ids=None, training=None):
+    """Returns [batch, seq_len, hidden_size] final hidden states."""
+    if input_mask is None:
+      input_mask = ops.ones_like(input_ids)
+    x = self.embeddings(input_ids, segment_ids, training=training)
+    if self.embeddings_project is not None:
+      x = self.embeddings_project(x)
+    mask = attention_mask(input_mask, self.causal)
+    for layer in self.transformer_layers:
+      x = layer(x, mask, training=training)
+    return x

@@ -1,0 +1,62 @@
+"""Output heads on top of the encoder (Keras 3, keras.ops only)."""
+
+import keras
+from keras import layers
+from keras import ops
+
+from model.encoder import activation
+from model.encoder import initializer
+
+
+class MaskedLMHead(layers.Layer):
+  """dense(embedding_size) -> act -> LayerNorm -> logits via the tied table.
+
+  Called on the hidden states of masked positions only, so the vocabulary
+  projection never runs where its output would be thrown away.
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    self.dense = layers.Dense(
+        config.embedding_size, activation=activation(config.hidden_act),
+        kernel_initializer=initializer(config), name="dense")
+    self.layer_norm = layers.LayerNormalization(
+        epsilon=config.layer_norm_eps, name="LayerNorm")
+
+  def build(self, input_shape):
+    self.dense.build((None, self.config.hidden_size))
+    self.layer_norm.build((None, self.config.embedding_size))
+    self.output_bias = self.add_weight(
+        shape=(self.config.vocab_size,), initializer="zeros",
+        name="output_bias")
+    self.built = True
+
+  def call(self, hidden, token_table):
+    """hidden [..., hidden_size], token_table [vocab, emb] -> [..., vocab]."""
+    h = self.layer_norm(self.dense(hidden))
+    table = ops.cast(token_table, h.dtype)
+    logits = ops.matmul(h, ops.transpose(table))
+    return logits + ops.cast(self.output_bias, logits.dtype)
+
+
+class DiscriminatorHead(layers.Layer):
+  """dense(hidden) -> act -> dense(1): one replaced/original logit a token."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    init = initializer(config)
+    self.dense = layers.Dense(
+        config.hidden_size, activation=activation(config.hidden_act),
+        kernel_initializer=init, name="dense")
+    self.dense_prediction = layers.Dense(1, kernel_initializer=init,
+                                         name="dense_prediction")
+
+  def build(self, input_shape):
+    self.dense.build((None, self.config.hidden_size))
+    self.dense_prediction.build((None, self.config.hidden_size))
+    self.built = True
+
+  def call(self, hidden):
+    return ops.squeeze(self.dense_prediction(self.dense(hidden)), -1)

@@ -1,0 +1,29 @@
+"""Gather/scatter at per-example positions, with keras.ops only."""
+
+from keras import ops
+
+
+def gather_positions(sequence, positions):
+  """sequence [B, T, ...], positions [B, P] int -> [B, P, ...]."""
+  shape = ops.shape(sequence)
+  batch, seq_len = shape[0], shape[1]
+  offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * seq_len, 1)
+  flat_index = ops.reshape(ops.cast(positions, "int32") + offsets, (-1,))
+  flat = ops.reshape(sequence, (-1,) + tuple(shape[2:]))
+  gathered = ops.take(flat, flat_index, axis=0)
+  return ops.reshape(gathered, (batch, -1) + tuple(shape[2:]))
+
+
+def scatter_positions(ids, positions, updates, weights):
+  """Writes updates [B, P] into ids [B, T] at positions where weights > 0.
+
+  Uses a [B, P, T] one-hot over positions (P and T are small), which works
+  the same on every backend and never touches the vocabulary axis.
+  """
+  seq_len = ops.shape(ids)[1]
+  hits = ops.one_hot(ops.cast(positions, "int32"), seq_len, dtype="int32")
+  hits = hits * ops.cast(ops.expand_dims(weights > 0, -1), "int32")
+  replaced = ops.max(hits, axis=1)  # [B, T] 1 where an update lands
+  values = ops.sum(hits * ops.expand_dims(ops.cast(updates, "int32"), -1),
+                   axis=1)
+  return ops.where(replaced > 0, values, ops.cast(ids, "int32")), replaced

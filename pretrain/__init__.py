@@ -1,0 +1,1 @@
+"""Pretraining: data packing, objectives, losses and sampling for ELECTRA."""

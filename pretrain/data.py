@@ -1,0 +1,183 @@
+"""tf.data input pipeline over the pretraining TFRecord shards.
+
+Reads shards written by build_pretraining_dataset.py (or the original
+release: int64 `input_ids`, `input_mask`, `segment_ids`), checks them
+against the config, and yields per-replica batches with dynamic masking.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+from pretrain import masking
+from util import storage
+from util.errors import UserError
+
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+METADATA_FILE = "metadata.json"
+
+
+def list_shards(patterns):
+  files = []
+  for pattern in patterns.split(","):
+    if pattern.strip():
+      files.extend(storage.glob(pattern.strip()))
+  return sorted(set(f for f in files if not f.endswith(".tmp")))
+
+
+def _vocab_special_ids(vocab_file):
+  with storage.open_file(vocab_file) as f:
+    vocab = [line.rstrip("\n").strip() for line in f]
+  index = {token: i for i, token in enumerate(vocab)}
+  missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in index]
+  if missing:
+    raise UserError(f"vocab file {vocab_file} lacks {', '.join(missing)}")
+  return len(vocab), {"cls": index["[CLS]"], "sep": index["[SEP]"],
+                      "mask": index["[MASK]"], "pad": index.get("[PAD]", 0)}
+
+
+def _first_record_length(path):
+  try:
+    for record in tf.data.TFRecordDataset(path).take(1):
+      example = tf.train.Example.FromString(record.numpy())
+      return len(example.features.feature["input_ids"].int64_list.value)
+  except tf.errors.OpError as e:
+    raise UserError(f"cannot read TFRecord {path}: {e.message.splitlines()[0]}")
+  raise UserError(f"TFRecord shard {path} is empty")
+
+
+def load_metadata(config):
+  """Returns the dataset's metadata dict, from metadata.json when present,
+  else inferred (datasets of the original release have none)."""
+  files = list_shards(config.pretrain_tfrecords)
+  if not files:
+    raise UserError(
+        f"no pretraining TFRecords match '{config.pretrain_tfrecords}'; "
+        "build them with build_pretraining_dataset.py --output-dir "
+        "DATA_DIR/pretrain_tfrecords")
+  meta_path = os.path.join(os.path.dirname(files[0]), METADATA_FILE)
+  if storage.exists(meta_path):
+    try:
+      meta = json.loads(storage.read_text(meta_path))
+    except json.JSONDecodeError as e:
+      raise UserError(f"{meta_path} is not valid JSON ({e.msg})")
+    meta["path"] = meta_path
+  else:
+    if not storage.exists(config.vocab_file):
+      raise UserError(f"vocab file not found: {config.vocab_file} (and no "
+                      f"{METADATA_FILE} beside the TFRecords)")
+    vocab_size, special_ids = _vocab_special_ids(config.vocab_file)
+    meta = {"vocab_size": vocab_size, "special_ids": special_ids,
+            "max_seq_length": _first_record_length(files[0]),
+            "path": f"{files[0]} (no {METADATA_FILE}; inferred)"}
+  meta["files"] = files
+  return meta
+
+
+def check_metadata(meta, config):
+  """Fills config.vocab_size from the data; a mismatch is a UserError."""
+  where = meta["path"]
+  if meta["max_seq_length"] != config.max_seq_length:
+    raise UserError(
+        f"max_seq_length {config.max_seq_length} disagrees with the dataset "
+        f"({meta['max_seq_length']}, from {where}); set max_seq_length to "
+        f"{meta['max_seq_length']} or rebuild the data")
+  if config.vocab_size is None:
+    config.vocab_size = meta["vocab_size"]
+  elif config.vocab_size != meta["vocab_size"]:
+    raise UserError(
+        f"vocab_size {config.vocab_size} disagrees with the dataset "
+        f"({meta['vocab_size']}, from {where})")
+  if meta.get("tokenizer", "wordpiece") == "wordpiece" and storage.exists(
+      config.vocab_file):
+    size, _ = _vocab_special_ids(config.vocab_file)
+    if size != meta["vocab_size"]:
+      raise UserError(
+          f"vocab file {config.vocab_file} has {size} entries but the "
+          f"dataset was built with {meta['vocab_size']} ({where})")
+  if "do_lower_case" in meta and meta["do_lower_case"] != config.do_lower_case:
+    print(f"note: the dataset's do_lower_case={meta['do_lower_case']} is used "
+          f"(config said {config.do_lower_case})")
+    config.do_lower_case = meta["do_lower_case"]
+  ids = meta["special_ids"]
+  bad = {k: v for k, v in ids.items() if not 0 <= v < meta["vocab_size"]}
+  if bad:
+    raise UserError(f"special token ids {bad} out of range in {where}")
+
+
+def masking_config(config, meta):
+  ids = meta["special_ids"]
+  return masking.MaskingConfig(
+      mask_prob=config.mask_prob,
+      max_predictions=config.max_predictions_per_seq,
+      vocab_size=meta["vocab_size"], cls_id=ids["cls"], sep_id=ids["sep"],
+      mask_id=ids["mask"], pad_id=ids["pad"], scheme=config.mask_scheme,
+      mask_replace_prob=config.mask_replace_prob)
+
+
+def _parse_batch(records, seq_length):
+  spec = {name: tf.io.FixedLenFeature([seq_length], tf.int64)
+          for name in FEATURE_NAMES}
+  parsed = tf.io.parse_example(records, spec)
+  return {name: tf.cast(t, tf.int32) for name, t in parsed.items()}
+
+
+def make_dataset(config, meta, batch_size, is_training=True,
+                 input_context=None):
+  """Batches of masked features, `batch_size` examples each (per replica).
+
+  Shards are split across input pipelines (workers), shuffled and
+  interleaved in parallel; records are shuffled, batched, parsed and masked
+  in parallel, and prefetched. Deterministic for config.seed.
+  """
+  files = meta["files"]
+  pipeline_id, num_pipelines = 0, 1
+  if input_context is not None:
+    pipeline_id = input_context.input_pipeline_id
+    num_pipelines = input_context.num_input_pipelines
+  seed = config.seed + 7919 * pipeline_id
+  ds = tf.data.Dataset.from_tensor_slices(files)
+  if num_pipelines > 1:
+    if len(files) >= num_pipelines:
+      ds = ds.shard(num_pipelines, pipeline_id)
+  if is_training:
+    ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+  ds = ds.repeat()
+  ds = ds.interleave(tf.data.TFRecordDataset,
+                     cycle_length=min(len(files), 16),
+                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  if num_pipelines > 1 and len(files) < num_pipelines:
+    ds = ds.shard(num_pipelines, pipeline_id)  # too few files: by record
+  if is_training:
+    ds = ds.shuffle(config.shuffle_buffer_size, seed=seed)
+  ds = ds.batch(batch_size, drop_remainder=True)
+  seq_length = meta["max_seq_length"]
+  ds = ds.map(lambda r: _parse_batch(r, seq_length),
+              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  mask_config = masking_config(config, meta)
+  base_seed = seed if is_training else seed + 1
+
+  def add_masks(index, features):
+    batch_seed = tf.stack([tf.constant(base_seed, tf.int64), index])
+    return masking.mask_batch(features, mask_config,
+                              tf.cast(batch_seed, tf.int32))
+
+  ds = ds.enumerate().map(add_masks, num_parallel_calls=tf.data.AUTOTUNE,
+                          deterministic=True)
+  options = tf.data.Options()
+  options.experimental_deterministic = True
+  ds = ds.with_options(options)
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def find_corrupt_shards(files):
+  """Names the shards that fail to read (only called after a read error)."""
+  bad = []
+  for path in files:
+    try:
+      for _ in tf.data.TFRecordDataset(path).batch(4096):
+        pass
+    except tf.errors.OpError as e:
+      bad.append(f"{path} ({e.message.splitlines()[0][:120]})")
+  return bad

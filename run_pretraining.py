@@ -1,0 +1,40 @@
+"""Pretrains an ELECTRA-style model.
+
+  python run_pretraining.py --data-dir DATA_DIR --model-name NAME \
+      --hparams configs/electra_small.json [--hparams '{"num_train_steps": 100}']
+
+Reads DATA_DIR/pretrain_tfrecords/, writes checkpoints, TensorBoard logs and
+eval results to DATA_DIR/models/NAME/, and resumes from there if restarted.
+"""
+
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import configure_pretraining  # noqa: E402
+from util.errors import main_guard  # noqa: E402
+
+
+def format_metrics(results):
+  width = max(len(k) for k in results)
+  return "\n".join(f"  {k:<{width}}  {v:.4f}" if isinstance(v, float)
+                   else f"  {k:<{width}}  {v}" for k, v in sorted(
+                       results.items()))
+
+
+@main_guard
+def main(argv=None):
+  config = configure_pretraining.load_config(argv)
+  from pretrain.trainer import Trainer  # TF import after arg checks
+  trainer = Trainer(config)
+  if config.do_train:
+    trainer.train()
+  if config.do_eval:
+    results = trainer.evaluate()
+    print("eval results:\n" + format_metrics(results), flush=True)
+    print(json.dumps(results, sort_keys=True), flush=True)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,77 @@
+"""Config: presets, precedence, and clear errors for bad hparams."""
+
+import glob
+import json
+import os
+
+import pytest
+
+import configure_pretraining
+from util.errors import UserError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load(*argv):
+  return configure_pretraining.load_config(
+      ["--data-dir", "/data", "--model-name", "m", *argv])
+
+
+def test_defaults_follow_the_data_dir_convention():
+  c = load()
+  assert c.pretrain_tfrecords == "/data/pretrain_tfrecords/pretrain_data.tfrecord*"
+  assert c.vocab_file == "/data/vocab.txt"
+  assert c.model_dir == "/data/models/m"
+  # ELECTRA-Small defaults (ELECTRA paper Table 6).
+  assert (c.model_size, c.learning_rate, c.train_batch_size, c.disc_weight,
+          c.mask_prob) == ("small", 5e-4, 128, 50.0, 0.15)
+  assert c.max_predictions_per_seq == int((0.15 + 0.005) * 128)
+
+
+def test_later_hparams_override_earlier_and_flags_win(tmp_path):
+  path = tmp_path / "h.json"
+  path.write_text(json.dumps({"learning_rate": 1e-3, "num_train_steps": 5}))
+  c = load("--hparams", str(path), "--hparams", '{"num_train_steps": 7}',
+           "--learning-rate", "3e-4")
+  assert c.num_train_steps == 7 and c.learning_rate == 3e-4
+
+
+def test_max_predictions_follows_overridden_mask_prob():
+  c = load("--hparams", '{"mask_prob": 0.25, "max_seq_length": 512}')
+  assert c.max_predictions_per_seq == int((0.25 + 0.005) * 512)
+  assert load("--max-predictions-per-seq", "3").max_predictions_per_seq == 3
+
+
+def test_unknown_hparam_names_the_key():
+  with pytest.raises(UserError, match="unknown hparam 'lerning_rate'"):
+    load("--hparams", '{"lerning_rate": 1}')
+
+
+@pytest.mark.parametrize("hparams,match", [
+    ('{"learning_rate": "fast"}', "learning_rate"),
+    ('{"mask_prob": 1.5}', "mask_prob"),
+    ('{"optimizer": "sgd"}', "optimizer"),
+    ('{"num_train_steps": 0}', "num_train_steps"),
+    ('{"max_predictions_per_seq": 500}', "max_predictions_per_seq"),
+    ('{"do_train": false}', "nothing to do"),
+    ('not json', "--hparams file not found"),
+    ('{"a": ', "not valid JSON"),
+])
+def test_bad_hparams_are_one_line_errors(hparams, match):
+  with pytest.raises(UserError, match=match) as info:
+    load("--hparams", hparams)
+  assert "\n" not in str(info.value)
+
+
+def test_presets_exist_and_load():
+  for objective in ("electra",):
+    for size in ("tiny", "small", "base", "large"):
+      path = os.path.join(ROOT, "configs", f"{objective}_{size}.json")
+      c = load("--hparams", path)
+      assert c.model_size == size
+  large = load("--hparams", os.path.join(ROOT, "configs", "electra_large.json"))
+  assert large.mask_prob == 0.25 and large.train_batch_size == 2048
+  base = load("--hparams", os.path.join(ROOT, "configs", "electra_base.json"))
+  assert abs(base.generator_hidden_size - 1 / 3) < 1e-6
+  assert base.learning_rate == 2e-4 and base.train_batch_size == 256
+  assert sorted(glob.glob(os.path.join(ROOT, "configs", "electra_*.json")))

@@ -1,0 +1,168 @@
+"""The transformer core: presets, masks, sharing, heads."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from configure_pretraining import PretrainingConfig
+from model import Embeddings
+from model import Encoder
+from model.config import get_model_config
+from model.config import scale_config
+from pretrain.objectives import build_model
+from util.errors import UserError
+
+
+def count(variables):
+  return int(sum(np.prod(v.shape) for v in variables))
+
+
+def micro_config(**kw):
+  values = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+                num_attention_heads=2, intermediate_size=32, embedding_size=8,
+                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  values.update(kw)
+  return get_model_config("tiny", 50, {k: v for k, v in values.items()
+                                       if k != "vocab_size"})
+
+
+@pytest.mark.parametrize("size,millions", [("small", 14), ("base", 110)])
+def test_presets_match_paper_parameter_counts(size, millions):
+  """Table 5.1 shapes give the paper's sizes (Table 1: 14M small, 110M base)."""
+  config = get_model_config(size, 30522)
+  encoder = Encoder(config)
+  encoder.build((None, None))
+  assert abs(count(encoder.weights) / 1e6 - millions) / millions < 0.05
+
+
+def test_generator_multipliers():
+  small = get_model_config("small", 30522)
+  gen = scale_config(small, 0.25)
+  assert (gen.hidden_size, gen.intermediate_size, gen.num_attention_heads,
+          gen.num_hidden_layers) == (64, 256, 1, 12)
+  assert gen.embedding_size == small.embedding_size
+  base_gen = scale_config(get_model_config("base", 30522), 1 / 3)
+  assert (base_gen.hidden_size, base_gen.num_attention_heads) == (256, 4)
+  half_layers = scale_config(small, 0.5, ffn=1.0, heads=0.5, layers=0.5)
+  assert (half_layers.hidden_size, half_layers.intermediate_size,
+          half_layers.num_attention_heads,
+          half_layers.num_hidden_layers) == (128, 1024, 2, 6)
+  with pytest.raises(UserError, match="generator_hidden_size"):
+    scale_config(small, 1.5)
+
+
+def test_bad_shapes_are_user_errors():
+  with pytest.raises(UserError, match="divisible"):
+    get_model_config("small", 100, {"num_attention_heads": 3})
+  with pytest.raises(UserError, match="unknown key 'hiden_size'"):
+    get_model_config("small", 100, {"hiden_size": 3})
+  with pytest.raises(UserError, match="unknown model_size"):
+    get_model_config("huge", 100)
+
+
+def test_factorized_embeddings_project_only_when_sizes_differ():
+  assert Encoder(micro_config()).embeddings_project is not None
+  assert Encoder(micro_config(embedding_size=16)).embeddings_project is None
+
+
+def run_encoder(encoder, ids, mask):
+  return np.asarray(encoder(ids, mask, np.zeros_like(ids), training=False))
+
+
+def test_padding_is_ignored():
+  encoder = Encoder(micro_config())
+  rng = np.random.RandomState(0)
+  ids = rng.randint(1, 50, size=(2, 10)).astype(np.int32)
+  mask = np.ones_like(ids)
+  mask[:, 7:] = 0
+  out1 = run_encoder(encoder, ids, mask)
+  ids2 = ids.copy()
+  ids2[:, 7:] = rng.randint(1, 50, size=(2, 3))
+  out2 = run_encoder(encoder, ids2, mask)
+  np.testing.assert_allclose(out1[:, :7], out2[:, :7], atol=1e-5)
+
+
+@pytest.mark.parametrize("direction", ["l2r", "r2l"])
+def test_causal_masks(direction):
+  config = micro_config()
+  encoder = Encoder(config, causal=direction)
+  rng = np.random.RandomState(1)
+  ids = rng.randint(1, 50, size=(1, 12)).astype(np.int32)
+  mask = np.ones_like(ids)
+  out1 = run_encoder(encoder, ids, mask)
+  ids2 = ids.copy()
+  t = 6
+  if direction == "l2r":  # change the future: the past must not move
+    ids2[:, t + 1:] = (ids2[:, t + 1:] + 7) % 50
+    same, moved = slice(0, t + 1), slice(t + 1, None)
+  else:
+    ids2[:, :t] = (ids2[:, :t] + 7) % 50
+    same, moved = slice(t, None), slice(0, t)
+  out2 = run_encoder(encoder, ids2, mask)
+  np.testing.assert_allclose(out1[:, same], out2[:, same], atol=1e-5)
+  assert np.abs(out1[:, moved] - out2[:, moved]).max() > 1e-3
+
+
+def test_shared_embeddings_are_one_copy():
+  config = micro_config()
+  shared = Embeddings(config)
+  a, b = Encoder(config, shared), Encoder(scale_config(config, 0.5), shared)
+  ids = np.ones((1, 4), np.int32)
+  a(ids), b(ids)
+  assert a.embeddings.token_table is b.embeddings.token_table
+
+
+def electra_hparams(**kw):
+  h = PretrainingConfig(data_dir="/tmp/unused", model_name="m",
+                        model_size="tiny", vocab_size=60, max_seq_length=16,
+                        model_hparam_overrides=dict(
+                            hidden_size=16, intermediate_size=32,
+                            embedding_size=8, num_attention_heads=2),
+                        **kw)
+  h.validate()
+  return h
+
+
+def test_electra_model_variables_and_vocab_projection_at_masked_only():
+  model = build_model(electra_hparams())
+  model.build_variables()
+  paths = [v.path for v in model.trainable_variables]
+  assert len(paths) == len(set(paths))
+  assert sum("word_embeddings" in p for p in paths) == 1  # shared table
+  features = model.dummy_features(2)
+  out = model(features, training=False)
+  # [batch, max_predictions, vocab]: logits only at the masked positions.
+  assert tuple(np.shape(out["mlm_nll"])) == (2, model.hparams.max_predictions_per_seq)
+  assert tuple(np.shape(out["sampled_ids"])) == (2, model.hparams.max_predictions_per_seq)
+
+
+def test_untied_generator_embeddings_get_their_own_table():
+  model = build_model(electra_hparams(untied_generator_embeddings=True))
+  model.build_variables()
+  paths = [v.path for v in model.trainable_variables]
+  assert sum("word_embeddings" in p for p in paths) == 2
+
+
+def test_sample_equal_to_original_counts_as_real():
+  """Labels are 1 exactly where the discriminator input differs."""
+  model = build_model(electra_hparams())
+  model.build_variables()
+  rng = np.random.RandomState(0)
+  features = model.dummy_features(4)
+  ids = rng.randint(5, 60, size=(4, 16)).astype(np.int32)
+  positions = np.tile(np.arange(1, 3), (4, 1)).astype(np.int32)
+  features.update(input_ids=ids, masked_input_ids=ids.copy(),
+                  masked_lm_positions=np.pad(positions, [(0, 0), (0, 0)]))
+  p = model.hparams.max_predictions_per_seq
+  features["masked_lm_positions"] = np.zeros((4, p), np.int32)
+  features["masked_lm_positions"][:, :2] = positions
+  features["masked_lm_weights"] = np.zeros((4, p), np.float32)
+  features["masked_lm_weights"][:, :2] = 1
+  features["masked_lm_ids"] = np.take_along_axis(
+      ids, features["masked_lm_positions"], 1)
+  out = {k: np.asarray(v) for k, v in model(features, training=True).items()}
+  fake = ids.copy()
+  for b in range(4):
+    fake[b, positions[b]] = out["sampled_ids"][b, :2]
+  np.testing.assert_array_equal(out["disc_labels"], (fake != ids))

@@ -1,0 +1,174 @@
+"""Raw text -> TFRecords -> ELECTRA training -> interruption -> resume."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import build_pretraining_dataset
+import run_pretraining
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEQ = 64
+MICRO = {"model_size": "tiny", "max_seq_length": SEQ,
+         "train_batch_size": 8, "eval_batch_size": 8,
+         "learning_rate": 2e-3, "num_warmup_steps": 10,
+         "iterations_per_loop": 10, "save_checkpoints_steps": 20,
+         "num_eval_steps": 3, "shuffle_buffer_size": 200,
+         "model_hparam_overrides": {"hidden_size": 32, "intermediate_size": 64,
+                                    "num_attention_heads": 2,
+                                    "embedding_size": 16}}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  """A small dataset in the data-dir layout, built from the sample text."""
+  root = tmp_path_factory.mktemp("data")
+  shutil.copy(os.path.join(ROOT, "sample_data", "vocab.txt"),
+              root / "vocab.txt")
+  code = build_pretraining_dataset.main([
+      "--corpus-dir", os.path.join(ROOT, "sample_data", "corpus"),
+      "--vocab-file", str(root / "vocab.txt"),
+      "--output-dir", str(root / "pretrain_tfrecords"),
+      "--max-seq-length", str(SEQ), "--max-docs", "12",
+      "--num-out-files", "4"])
+  assert code in (0, None)
+  return str(root)
+
+
+def hparams(**kw):
+  return json.dumps(dict(MICRO, **kw))
+
+
+def run_cli(data_dir, name, *extra, env=None):
+  return subprocess.run(
+      [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
+       "--data-dir", data_dir, "--model-name", name, *extra],
+      capture_output=True, text=True, timeout=600, cwd=ROOT,
+      env=dict(os.environ, PYTHONPATH=ROOT, TF_DETERMINISTIC_OPS="1",
+               **(env or {})))
+
+
+def losses_from(log):
+  return [float(m) for m in re.findall(r"\| loss ([0-9.]+)", log)]
+
+
+def variables(model_dir):
+  reader = tf.train.load_checkpoint(model_dir)
+  names = [n for n in reader.get_variable_to_shape_map()
+           if n.startswith("model/") and "OPTIMIZER_SLOT" not in n]
+  return {n: reader.get_tensor(n) for n in names}
+
+
+def test_train_interrupt_resume_matches_uninterrupted_run(data_dir):
+  steps = 200
+  # Uninterrupted reference run.
+  ref = run_cli(data_dir, "ref", "--hparams", hparams(num_train_steps=steps))
+  assert ref.returncode == 0, ref.stderr[-2000:]
+  losses = losses_from(ref.stdout)
+  assert len(losses) == steps // 10
+  assert np.mean(losses[-3:]) < 0.8 * np.mean(losses[:2]), losses
+
+  # Same run, killed (SIGKILL) right after its first checkpoint...
+  model_dir = os.path.join(data_dir, "models", "killed")
+  proc = subprocess.Popen(
+      [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
+       "--data-dir", data_dir, "--model-name", "killed",
+       "--hparams", hparams(num_train_steps=steps)],
+      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT,
+      env=dict(os.environ, PYTHONPATH=ROOT, TF_DETERMINISTIC_OPS="1"))
+  deadline = time.time() + 300
+  while not tf.io.gfile.exists(os.path.join(model_dir, "checkpoint")):
+    assert proc.poll() is None, "run ended before its first checkpoint"
+    assert time.time() < deadline
+    time.sleep(0.01)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  killed_at = int(tf.train.latest_checkpoint(model_dir).rsplit("-", 1)[1])
+  assert killed_at < steps, "the run finished before it could be killed"
+
+  # ...then resumed: it continues from the checkpoint, not from scratch.
+  resumed = run_cli(data_dir, "killed", "--hparams",
+                    hparams(num_train_steps=steps))
+  assert resumed.returncode == 0, resumed.stderr[-2000:]
+  assert f"resumed from" in resumed.stdout
+  assert f"from step {killed_at} to {steps}" in resumed.stdout
+
+  # Same data order, masks, samples and optimizer state: same weights.
+  expected, got = variables(os.path.join(data_dir, "models", "ref")), \
+      variables(model_dir)
+  assert expected.keys() == got.keys() and len(expected) > 20
+  for name in expected:
+    np.testing.assert_allclose(got[name], expected[name], rtol=1e-5,
+                               atol=1e-6, err_msg=name)
+
+
+def test_eval_reports_the_original_metrics(data_dir, capsys):
+  run_pretraining.main(["--data-dir", data_dir, "--model-name", "evalme",
+                        "--hparams", hparams(num_train_steps=20),
+                        "--do-eval"])
+  out = capsys.readouterr().out
+  results = json.loads(out.strip().splitlines()[-1])
+  for key in ("masked_lm_accuracy", "masked_lm_loss",
+              "sampled_masked_lm_accuracy", "disc_loss", "disc_auc",
+              "disc_accuracy", "disc_precision", "disc_recall"):
+    assert key in results and np.isfinite(results[key]), key
+  assert results["global_step"] == 20
+  saved = json.load(open(os.path.join(data_dir, "models", "evalme",
+                                      "eval_results.json")))
+  assert saved["disc_loss"] == results["disc_loss"]
+  assert os.listdir(os.path.join(data_dir, "models", "evalme", "train"))
+
+
+def expect_user_error(capsys, argv, match):
+  with pytest.raises(SystemExit) as info:
+    run_pretraining.main(argv)
+  assert info.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith("error: "), err
+  assert re.search(match, err[0]), err[0]
+
+
+def test_config_data_mismatches_are_clear_errors(data_dir, capsys):
+  base = ["--data-dir", data_dir, "--model-name", "bad", "--hparams",
+          hparams(num_train_steps=2)]
+  expect_user_error(capsys, base + ["--max-seq-length", "128"],
+                    r"max_seq_length 128 disagrees with the dataset \(64")
+  expect_user_error(capsys, base + ["--vocab-size", "1000"],
+                    r"vocab_size 1000 disagrees with the dataset \(30522")
+  expect_user_error(capsys, base + ["--hparams", '{"mask_prb": 0.2}'],
+                    r"unknown hparam 'mask_prb'")
+  expect_user_error(capsys, ["--data-dir", "/nonexistent/dir", "--model-name",
+                             "x"], r"no pretraining TFRecords match")
+
+
+def test_changed_architecture_does_not_clobber_a_model(data_dir, capsys):
+  name = ["--data-dir", data_dir, "--model-name", "keep"]
+  run_pretraining.main(name + ["--hparams", hparams(num_train_steps=20)])
+  before = sorted(os.listdir(os.path.join(data_dir, "models", "keep")))
+  other = dict(MICRO["model_hparam_overrides"], hidden_size=64)
+  expect_user_error(capsys, name + ["--hparams", hparams(
+      num_train_steps=40, model_hparam_overrides=other)],
+                    r"model_hparam_overrides")
+  assert sorted(os.listdir(os.path.join(data_dir, "models", "keep"))) == before
+
+
+def test_corrupt_shard_is_named(data_dir, tmp_path):
+  broken = tmp_path / "broken"
+  shutil.copytree(data_dir, broken, ignore=shutil.ignore_patterns("models"))
+  shard = sorted((broken / "pretrain_tfrecords").glob("pretrain_data*"))[1]
+  data = shard.read_bytes()
+  shard.write_bytes(data[:len(data) // 10] + b"\x00garbage" * 10)
+  result = run_cli(str(broken), "m", "--hparams", hparams(num_train_steps=40))
+  assert result.returncode == 2
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: corrupt or truncated TFRecord")
+  assert shard.name in last

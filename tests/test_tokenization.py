@@ -1,0 +1,154 @@
+"""WordPiece / SentencePiece tokenizers and vocabulary building."""
+
+import pathlib
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from util import corpus  # noqa: E402
+from util import tokenization  # noqa: E402
+from util.errors import UserError  # noqa: E402
+
+VOCAB = REPO / "sample_data" / "vocab.txt"
+SAMPLE = REPO / "sample_data" / "corpus" / "wiki_sample.txt"
+
+
+def _sample_paragraphs(limit):
+  out = []
+  for doc in corpus.read_documents(str(SAMPLE)):
+    out.extend(doc)
+    if len(out) >= limit:
+      break
+  return out[:limit]
+
+
+def train_sentencepiece(tmp_path, with_specials=True, vocab_size=800):
+  """Trains a small SentencePiece model on the sample; returns its path."""
+  import sentencepiece as spm
+  text = tmp_path / "sp_train.txt"
+  text.write_text("\n".join(_sample_paragraphs(400)) + "\n", encoding="utf-8")
+  prefix = tmp_path / ("sp" if with_specials else "sp_plain")
+  extra = {}
+  if with_specials:
+    extra = dict(user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"],
+                 pad_id=0, pad_piece="[PAD]", unk_id=1)
+  spm.SentencePieceTrainer.train(
+      input=str(text), model_prefix=str(prefix), vocab_size=vocab_size,
+      model_type="unigram", bos_id=-1, eos_id=-1, minloglevel=2, **extra)
+  return str(prefix) + ".model"
+
+
+@pytest.fixture(scope="module")
+def uncased():
+  return tokenization.load_tokenizer(str(VOCAB), do_lower_case=True)
+
+
+def test_known_bert_ids(uncased):
+  assert uncased.kind == tokenization.WORDPIECE
+  assert uncased.vocab_size == 30522
+  assert uncased.special_ids == {"pad": 0, "unk": 100, "cls": 101,
+                                 "sep": 102, "mask": 103}
+  assert uncased.tokenize_batch(["hello world", "Hello   WORLD", ""]) == [
+      [7592, 2088], [7592, 2088], []]
+  # Accents are stripped when lower-casing, like BERT uncased.
+  assert (uncased.tokenize_batch(["café"]) ==
+          uncased.tokenize_batch(["cafe"]))
+
+
+def test_matches_slow_reference(uncased):
+  import tensorflow as tf
+  import tensorflow_text as tf_text
+  vocab = VOCAB.read_text(encoding="utf-8").splitlines()
+  table = tf.lookup.StaticVocabularyTable(
+      tf.lookup.KeyValueTensorInitializer(
+          vocab, tf.range(len(vocab), dtype=tf.int64)), num_oov_buckets=1)
+  reference = tf_text.BertTokenizer(table, lower_case=True)
+  lines = _sample_paragraphs(200) + ["Zürich's naïve café — ÀÉÎ ñ 東京 🙂!"]
+  expected = reference.tokenize(lines).merge_dims(-2, -1).to_list()
+  assert uncased.tokenize_batch(lines) == expected
+
+
+def test_batches_larger_than_a_chunk(uncased):
+  lines = [f"line number {i} says hello" for i in range(
+      tokenization._CHUNK + 17)]
+  out = uncased.tokenize_batch(lines)
+  assert len(out) == len(lines)
+  assert out[-1] == uncased.tokenize_batch([lines[-1]])[0]
+
+
+def test_case_and_accent_options():
+  cased = tokenization.load_tokenizer(str(VOCAB), do_lower_case=False)
+  assert not cased.do_lower_case and not cased.strip_accents
+  assert cased.tokenize_batch(["hello"]) == [[7592]]
+  assert cased.tokenize_batch(["Hello"]) != [[7592]]
+  # Lower-case but keep accents: the BertTokenizer path.
+  keep = tokenization.load_tokenizer(str(VOCAB), do_lower_case=True,
+                                     strip_accents=False)
+  assert keep.tokenize_batch(["HELLO World"]) == [[7592, 2088]]
+  stripped = tokenization.load_tokenizer(str(VOCAB), do_lower_case=True)
+  assert (keep.tokenize_batch(["café"]) !=
+          stripped.tokenize_batch(["café"]))
+  # Strip accents without lower-casing.
+  strip_only = tokenization.load_tokenizer(str(VOCAB), do_lower_case=False,
+                                           strip_accents=True)
+  assert (strip_only.tokenize_batch(["café"]) ==
+          stripped.tokenize_batch(["cafe"]))
+
+
+def test_vocab_errors(tmp_path):
+  with pytest.raises(UserError, match="vocab file not found"):
+    tokenization.load_tokenizer(str(tmp_path / "nope.txt"))
+  bad = tmp_path / "vocab.txt"
+  bad.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
+  with pytest.raises(UserError, match=r"lacks special token\(s\) \[MASK\]"):
+    tokenization.load_tokenizer(str(bad))
+  bad.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhi\nhi\n")
+  with pytest.raises(UserError, match="'hi' twice"):
+    tokenization.load_tokenizer(str(bad))
+  # A blank line keeps its id, so ids stay equal to line numbers.
+  bad.write_text("[PAD]\n\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhi\n")
+  tok = tokenization.load_tokenizer(str(bad))
+  assert tok.vocab_size == 7 and tok.tokenize_batch(["hi"]) == [[6]]
+
+
+def test_sentencepiece_model(tmp_path):
+  import sentencepiece as spm
+  path = train_sentencepiece(tmp_path)
+  tok = tokenization.load_tokenizer(path, do_lower_case=False)
+  assert tok.kind == tokenization.SENTENCEPIECE
+  sp = spm.SentencePieceProcessor(model_file=path)
+  assert tok.vocab_size == sp.get_piece_size()
+  ids = tok.special_ids
+  assert ids["pad"] == 0 and ids["unk"] == 1
+  assert [sp.id_to_piece(ids[k]) for k in ("cls", "sep", "mask")] == [
+      "[CLS]", "[SEP]", "[MASK]"]
+  lines = _sample_paragraphs(50)
+  assert tok.tokenize_batch(lines) == sp.encode(lines)
+  # Detected by content as well as by extension.
+  renamed = tmp_path / "spm_model.bin"
+  renamed.write_bytes(pathlib.Path(path).read_bytes())
+  assert tokenization.read_vocab_source(str(renamed)).kind == (
+      tokenization.SENTENCEPIECE)
+
+
+def test_sentencepiece_without_specials(tmp_path):
+  path = train_sentencepiece(tmp_path, with_specials=False)
+  with pytest.raises(UserError, match=r"SentencePiece model lacks .*\[CLS\]"):
+    tokenization.load_tokenizer(path)
+
+
+def test_build_wordpiece_vocab():
+  lines = _sample_paragraphs(300)
+  vocab = tokenization.build_wordpiece_vocab(lines, 1000, lower_case=True)
+  assert vocab[:5] == tokenization.RESERVED_TOKENS
+  assert 800 < len(vocab) <= 1000
+  assert len(set(vocab)) == len(vocab)
+  tok = tokenization.WordPieceTokenizer(vocab, do_lower_case=True)
+  assert tok.special_ids["pad"] == 0
+  out = tok.tokenize_batch(lines[:200])
+  flat = [t for row in out for t in row]
+  assert flat and max(flat) < len(vocab)
+  assert flat.count(tok.special_ids["unk"]) / len(flat) < 0.01

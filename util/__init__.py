@@ -1,0 +1,1 @@
+"""Shared utilities: configs, errors, storage, tokenization."""

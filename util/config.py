@@ -1,0 +1,144 @@
+"""One dataclass config per script, overridable by JSON hparams and flags.
+
+Precedence (later wins): dataclass defaults < each `--hparams` (a JSON file
+or a JSON string, in the order given) < explicit `--some-field` flags.
+Unknown keys are a UserError that names the key.
+"""
+
+import argparse
+import dataclasses
+import json
+import types
+import typing
+
+from util.errors import UserError
+
+
+def _base_type(tp):
+  """Strips Optional[...] / `X | None` to X."""
+  origin = typing.get_origin(tp)
+  if origin in (typing.Union, types.UnionType):
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if len(args) == 1:
+      return args[0]
+  return tp
+
+
+def _field_types(cls):
+  hints = typing.get_type_hints(cls)
+  return {f.name: _base_type(hints[f.name]) for f in dataclasses.fields(cls)}
+
+
+def _coerce(name, tp, value):
+  """Checks/converts a JSON or flag value to the field's type."""
+  if value is None:
+    return None
+  origin = typing.get_origin(tp) or tp
+  try:
+    if tp is bool:
+      if isinstance(value, bool):
+        return value
+      if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+      raise ValueError
+    if tp is int:
+      if isinstance(value, bool) or (isinstance(value, float) and
+                                     not value.is_integer()):
+        raise ValueError
+      return int(value)
+    if tp is float:
+      if isinstance(value, bool):
+        raise ValueError
+      return float(value)
+    if tp is str:
+      if not isinstance(value, str):
+        raise ValueError
+      return value
+    if origin in (dict, list, tuple):
+      if isinstance(value, str):
+        value = json.loads(value)
+      if not isinstance(value, (dict if origin is dict else (list, tuple))):
+        raise ValueError
+      return origin(value) if origin is not tuple else tuple(value)
+  except (ValueError, TypeError, json.JSONDecodeError):
+    raise UserError(f"hparam '{name}' expects {getattr(tp, '__name__', tp)}, "
+                    f"got {value!r}") from None
+  return value
+
+
+def apply_overrides(config, overrides, source="hparams"):
+  """Returns a copy of `config` with `overrides` (a dict) applied."""
+  if not isinstance(overrides, dict):
+    raise UserError(f"{source} must be a JSON object, got {overrides!r}")
+  types_ = _field_types(type(config))
+  unknown = [k for k in overrides if k not in types_]
+  if unknown:
+    raise UserError(f"unknown hparam '{unknown[0]}' in {source} (known: see "
+                    f"{type(config).__name__} in the script's config module)")
+  values = {k: _coerce(k, types_[k], v) for k, v in overrides.items()}
+  return dataclasses.replace(config, **values)
+
+
+def load_hparams(spec):
+  """`spec` is a path to a JSON file or a JSON string; returns a dict."""
+  spec = spec.strip()
+  if spec.startswith("{"):
+    try:
+      return json.loads(spec)
+    except json.JSONDecodeError as e:
+      raise UserError(f"--hparams is not valid JSON ({e.msg} at char {e.pos})")
+  from util import storage  # local: keeps this module TF-free to import
+  if not storage.exists(spec):
+    raise UserError(f"--hparams file not found: {spec}")
+  try:
+    return json.loads(storage.read_text(spec))
+  except json.JSONDecodeError as e:
+    raise UserError(f"--hparams file {spec} is not valid JSON "
+                    f"({e.msg} at line {e.lineno})")
+
+
+def add_config_flags(parser, cls, skip=()):
+  """Adds `--field-name` for every dataclass field (bools as --x/--no-x)."""
+  for name, tp in _field_types(cls).items():
+    if name in skip:
+      continue
+    flag = "--" + name.replace("_", "-")
+    kwargs = dict(dest=name, default=argparse.SUPPRESS)
+    if tp is bool:
+      parser.add_argument(flag, action=argparse.BooleanOptionalAction,
+                          **kwargs)
+    else:
+      origin = typing.get_origin(tp) or tp
+      metavar = "JSON" if origin in (dict, list, tuple) else name.upper()
+      parser.add_argument(flag, type=str, metavar=metavar, **kwargs)
+
+
+def parse_config(cls, argv=None, description=None, parser=None,
+                 hparams_flag=True, defaults=None):
+  """Builds a `cls` from defaults, `--hparams` and flags.
+
+  Returns (config, args) so a script can read its extra arguments.
+  """
+  parser = parser or argparse.ArgumentParser(description=description)
+  if hparams_flag:
+    parser.add_argument(
+        "--hparams", action="append", default=[], metavar="JSON_OR_FILE",
+        help="JSON string or file of hparams; repeatable, later ones win")
+  add_config_flags(parser, cls)
+  args = parser.parse_args(argv)
+  config = cls(**(defaults or {}))
+  for spec in getattr(args, "hparams", []):
+    source = "--hparams " + (spec if not spec.strip().startswith("{")
+                             else "JSON")
+    config = apply_overrides(config, load_hparams(spec), source)
+  flag_values = {f.name: getattr(args, f.name)
+                 for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+  config = apply_overrides(config, flag_values, "flags")
+  if hasattr(config, "validate"):
+    config.validate()
+  return config, args
+
+
+def to_json(config):
+  return json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True)
+

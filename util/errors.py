@@ -1,0 +1,29 @@
+"""User-facing failures: one clear line on stderr and a non-zero exit."""
+
+import functools
+import sys
+
+
+class UserError(Exception):
+  """A problem the user can fix (bad path, bad data, bad hparam).
+
+  Scripts raise it anywhere; `main_guard` turns it into one line on stderr
+  and exit status 2 instead of a traceback.
+  """
+
+
+def main_guard(main_fn):
+  """Wraps a script's main() so UserError ends as `error: <cause>`, exit 2."""
+
+  @functools.wraps(main_fn)
+  def wrapper(*args, **kwargs):
+    try:
+      return main_fn(*args, **kwargs)
+    except UserError as e:
+      print(f"error: {e}", file=sys.stderr, flush=True)
+      sys.exit(2)
+    except KeyboardInterrupt:
+      print("error: interrupted", file=sys.stderr, flush=True)
+      sys.exit(130)
+
+  return wrapper

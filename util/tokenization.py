@@ -1,0 +1,254 @@
+"""Batched WordPiece / SentencePiece tokenizers built on tensorflow_text.
+
+Both kinds expose the same small surface: `tokenize_batch(lines)` returns one
+list of ids per line, plus `vocab_size`, `special_ids` and `do_lower_case`.
+Lines are tokenized in large eager batches and the RaggedTensor is unpacked
+through its flat values and row splits: converting row by row is the slow
+part otherwise.
+"""
+
+import dataclasses
+
+from util import storage
+from util.errors import UserError
+
+WORDPIECE = "wordpiece"
+SENTENCEPIECE = "sentencepiece"
+# BERT-style reserved tokens; [PAD] first so that padding is id 0 in built
+# vocabularies.
+RESERVED_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+_SPECIAL_NAMES = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]",
+                  "sep": "[SEP]", "mask": "[MASK]"}
+# Lines per TF call inside tokenize_batch; big enough to amortize op overhead.
+_CHUNK = 8192
+
+
+@dataclasses.dataclass
+class VocabSource:
+  """The raw bytes of a vocabulary and which tokenizer reads them."""
+  kind: str  # WORDPIECE or SENTENCEPIECE
+  data: bytes
+  name: str  # file name to use for a copy next to a dataset
+
+
+def _tf():
+  # Local import: the corpus/packing code stays importable without TF.
+  import tensorflow as tf
+  import tensorflow_text as tf_text
+  return tf, tf_text
+
+
+def _looks_like_sentencepiece(path, data):
+  if path.endswith(".model"):
+    return True
+  if path.endswith(".txt"):
+    return False
+  # A SentencePiece model is a binary protobuf; a vocab.txt is UTF-8 text.
+  if b"\x00" in data[:4096]:
+    return True
+  try:
+    data[:4096].decode("utf-8")
+  except UnicodeDecodeError:
+    return True
+  return False
+
+
+def read_vocab_source(vocab_file):
+  """Reads `vocab_file` and detects its kind by extension, then content."""
+  if not vocab_file:
+    raise UserError("no vocabulary given: pass --vocab-file (vocab.txt or a "
+                    "SentencePiece .model) or --build-vocab SIZE")
+  if not storage.exists(vocab_file) or storage.isdir(vocab_file):
+    raise UserError(f"vocab file not found: {vocab_file}")
+  with storage.open_file(vocab_file, "rb") as f:
+    data = f.read()
+  if not data.strip():
+    raise UserError(f"vocab file is empty: {vocab_file}")
+  if _looks_like_sentencepiece(vocab_file, data):
+    base = vocab_file.rstrip("/").split("/")[-1]
+    name = base if base.endswith(".model") else "sentencepiece.model"
+    return VocabSource(SENTENCEPIECE, data, name)
+  return VocabSource(WORDPIECE, data, "vocab.txt")
+
+
+def _ragged_to_lists(rt):
+  """[batch, (tokens)] RaggedTensor -> list of Python int lists, fast."""
+  flat = rt.flat_values.numpy().tolist()
+  splits = rt.row_splits.numpy().tolist()
+  return [flat[splits[i]:splits[i + 1]] for i in range(len(splits) - 1)]
+
+
+class Tokenizer:
+  """Common batching logic; subclasses implement `_tokenize(tensor)`."""
+
+  kind = None
+
+  def __init__(self, vocab_size, special_ids, do_lower_case, strip_accents):
+    self.vocab_size = vocab_size
+    self.special_ids = special_ids
+    self.do_lower_case = do_lower_case
+    self.strip_accents = strip_accents
+
+  def tokenize_batch(self, lines):
+    """Returns a list of token-id lists, one per input string."""
+    tf, _ = _tf()
+    out = []
+    for start in range(0, len(lines), _CHUNK):
+      chunk = tf.constant(lines[start:start + _CHUNK], dtype=tf.string)
+      out.extend(_ragged_to_lists(self._tokenize(chunk)))
+    return out
+
+  def _tokenize(self, strings):
+    raise NotImplementedError
+
+
+def _normalize(strings, do_lower_case, strip_accents):
+  """Lower-casing / accent stripping for combinations BERT has no op for."""
+  tf, tf_text = _tf()
+  if do_lower_case:
+    strings = tf_text.case_fold_utf8(strings)
+  if strip_accents:
+    strings = tf_text.normalize_utf8(strings, "NFD")
+    strings = tf.strings.regex_replace(strings, r"\p{Mn}", "")
+  return strings
+
+
+class WordPieceTokenizer(Tokenizer):
+  """BERT WordPiece: FastBertTokenizer when its one normalization switch
+  matches (lower+strip or neither), else BertTokenizer after explicit
+  normalization."""
+
+  kind = WORDPIECE
+
+  def __init__(self, vocab, do_lower_case=True, strip_accents=None):
+    if strip_accents is None:
+      strip_accents = do_lower_case
+    index = {}
+    for i, token in enumerate(vocab):
+      index.setdefault(token, i)
+    missing = [t for t in RESERVED_TOKENS if t not in index]
+    if missing:
+      raise UserError(f"WordPiece vocabulary lacks special token(s) "
+                      f"{', '.join(missing)}")
+    special_ids = {k: index[v] for k, v in _SPECIAL_NAMES.items()}
+    super().__init__(len(vocab), special_ids, do_lower_case, strip_accents)
+    self.vocab = list(vocab)
+    tf, tf_text = _tf()
+    self._fast = do_lower_case == strip_accents
+    if self._fast:
+      self._tok = tf_text.FastBertTokenizer(
+          vocab=self.vocab, token_out_type=tf.int32, unknown_token="[UNK]",
+          lower_case_nfd_strip_accents=do_lower_case)
+    else:
+      table = tf.lookup.StaticVocabularyTable(
+          tf.lookup.KeyValueTensorInitializer(
+              self.vocab, tf.range(len(self.vocab), dtype=tf.int64)),
+          num_oov_buckets=1)
+      self._tok = tf_text.BertTokenizer(
+          table, token_out_type=tf.int32, unknown_token="[UNK]",
+          lower_case=False)
+
+  def _tokenize(self, strings):
+    if self._fast:
+      return self._tok.tokenize(strings)
+    strings = _normalize(strings, self.do_lower_case, self.strip_accents)
+    # BertTokenizer gives [batch, (words), (pieces)]; flatten the words.
+    return self._tok.tokenize(strings).merge_dims(-2, -1)
+
+
+class SentencePieceTokenizer(Tokenizer):
+  """A SentencePiece model that carries BERT's special pieces."""
+
+  kind = SENTENCEPIECE
+
+  def __init__(self, model_proto, do_lower_case=False, strip_accents=None):
+    if strip_accents is None:
+      strip_accents = do_lower_case
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor()
+    try:
+      sp.LoadFromSerializedProto(model_proto)
+    except Exception as e:  # sentencepiece raises plain RuntimeError/OSError
+      raise UserError(f"could not read SentencePiece model ({e})") from None
+    pieces = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+    special_ids = {"unk": sp.unk_id()}
+    missing = []
+    for key in ("cls", "sep", "mask"):
+      name = _SPECIAL_NAMES[key]
+      if name in pieces:
+        special_ids[key] = pieces[name]
+      else:
+        missing.append(name)
+    # Padding: a [PAD] piece, else the model's own pad id (e.g. "<pad>").
+    if "[PAD]" in pieces:
+      special_ids["pad"] = pieces["[PAD]"]
+    elif sp.pad_id() >= 0:
+      special_ids["pad"] = sp.pad_id()
+    else:
+      missing.append("[PAD] (or a pad id)")
+    if missing:
+      raise UserError(f"the SentencePiece model lacks the piece(s) "
+                      f"{', '.join(missing)}; train it with "
+                      f"user_defined_symbols=[CLS],[SEP],[MASK] and a pad id")
+    super().__init__(sp.get_piece_size(), special_ids, do_lower_case,
+                     strip_accents)
+    tf, tf_text = _tf()
+    self._tok = tf_text.SentencepieceTokenizer(model=model_proto,
+                                               out_type=tf.int32)
+
+  def _tokenize(self, strings):
+    if self.do_lower_case or self.strip_accents:
+      strings = _normalize(strings, self.do_lower_case, self.strip_accents)
+    return self._tok.tokenize(strings)
+
+
+def parse_wordpiece_vocab(data):
+  """vocab.txt bytes -> token list; line i is id i, as in BERT."""
+  text = data.decode("utf-8", errors="replace")
+  # A blank line still takes an id; give it a name no text can produce.
+  tokens = [line.strip() or f"<blank line {i + 1}>"
+            for i, line in enumerate(text.splitlines())]
+  seen = set()
+  for token in tokens:
+    if token in seen:
+      raise UserError(f"WordPiece vocabulary has the token {token!r} twice")
+    seen.add(token)
+  return tokens
+
+
+def tokenizer_from_source(source, do_lower_case=True, strip_accents=None):
+  if source.kind == SENTENCEPIECE:
+    return SentencePieceTokenizer(source.data, do_lower_case, strip_accents)
+  return WordPieceTokenizer(parse_wordpiece_vocab(source.data), do_lower_case,
+                            strip_accents)
+
+
+def load_tokenizer(vocab_file, do_lower_case=True, strip_accents=None):
+  """Builds the right tokenizer for a vocab.txt or SentencePiece .model."""
+  return tokenizer_from_source(read_vocab_source(vocab_file), do_lower_case,
+                               strip_accents)
+
+
+def build_wordpiece_vocab(lines, size, lower_case=True, batch_size=1024):
+  """Learns a WordPiece vocabulary of at most `size` tokens from `lines`.
+
+  The reserved tokens come first, so [PAD] is id 0. Pure-Python learning:
+  about a minute for ~10 MB of text and a 30k vocabulary.
+  """
+  tf, _ = _tf()
+  from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+  lines = [l for l in lines if l.strip()]
+  if not lines:
+    raise UserError("cannot build a vocabulary: the corpus sample has no text")
+  dataset = tf.data.Dataset.from_tensor_slices(
+      tf.constant(lines, dtype=tf.string)).batch(batch_size)
+  vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
+      dataset, vocab_size=size, reserved_tokens=RESERVED_TOKENS,
+      bert_tokenizer_params={"lower_case": lower_case},
+      learn_params={
+          # Small corpora: let rare words in rather than ending up tiny.
+          "lower_thresh": 2,
+          # The learner is pure Python and its time grows with the number of
+          # distinct words; the rarest ones only matter for huge vocabs.
+          "max_input_tokens": max(4 * size, 20000)})
+  return list(vocab)
