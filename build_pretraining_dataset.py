@@ -31,6 +31,7 @@ from util import storage
 from util import tokenization
 from util.config import parse_config
 from util.errors import UserError, main_guard
+from util.tf_quiet import import_tensorflow
 
 FORMAT_VERSION = 1
 SHARD_PREFIX = "pretrain_data.tfrecord-"
@@ -143,7 +144,7 @@ class _JobStats:
 
 
 def _example_bytes(example):
-  import tensorflow as tf
+  tf = import_tensorflow(with_text=True)
   ex = tf.train.Example()
   feature = ex.features.feature
   feature["input_ids"].int64_list.value.extend(example.input_ids)
@@ -170,7 +171,7 @@ def _job_documents(job, stats):
 def run_job(job, tokenizer=None, log=print):
   """Tokenizes and packs one job's documents into its shards."""
   import numpy as np
-  import tensorflow as tf
+  tf = import_tensorflow(with_text=True)
 
   if tokenizer is None:
     tokenizer = tokenization.tokenizer_from_source(
@@ -293,7 +294,7 @@ def check_output_dir(config):
 
 def prepare_output_dir(config, vocab_name):
   """Creates the output dir, removes our old files, checks it is writable."""
-  import tensorflow as tf
+  tf = import_tensorflow(with_text=True)
   out = config.output_dir
   try:
     storage.makedirs(out)
@@ -436,6 +437,7 @@ def write_outputs(config, jobs, results, tokenizer, vocab, files):
 def main(argv=None):
   config, _ = parse_config(BuildConfig, argv, description=__doc__.split(
       "\n")[0])
+  import_tensorflow(with_text=True)
   check_output_dir(config)
   files = corpus.find_files(config.corpus_dir, exclude_dir=config.output_dir)
   if not _has_text(files):

@@ -26,6 +26,8 @@ def format_metrics(results):
 @main_guard
 def main(argv=None):
   config = configure_pretraining.load_config(argv)
+  from util.tf_quiet import import_tensorflow
+  import_tensorflow()
   from pretrain.trainer import Trainer  # TF import after arg checks
   trainer = Trainer(config)
   if config.do_train:

@@ -8,21 +8,32 @@ import glob as _glob
 import os
 import shutil
 
-try:
-  from tensorflow.io import gfile as _gfile
-except ImportError:  # pragma: no cover - exercised on TF-free machines
-  _gfile = None
+_GFILE = []
+
+
+def _gfile_or_none():
+  """tf.io.gfile, imported on first use (quietly), or None without TF."""
+  if not _GFILE:
+    try:
+      from util.tf_quiet import import_tensorflow
+      _GFILE.append(import_tensorflow().io.gfile)
+    except ImportError:  # TF-free machines (the GPU boxes carry only JAX)
+      _GFILE.append(None)
+  return _GFILE[0]
 
 
 def exists(path):
+  _gfile = _gfile_or_none()
   return _gfile.exists(path) if _gfile else os.path.exists(path)
 
 
 def isdir(path):
+  _gfile = _gfile_or_none()
   return _gfile.isdir(path) if _gfile else os.path.isdir(path)
 
 
 def makedirs(path):
+  _gfile = _gfile_or_none()
   if _gfile:
     _gfile.makedirs(path)
   else:
@@ -30,14 +41,17 @@ def makedirs(path):
 
 
 def listdir(path):
+  _gfile = _gfile_or_none()
   return sorted(_gfile.listdir(path) if _gfile else os.listdir(path))
 
 
 def glob(pattern):
+  _gfile = _gfile_or_none()
   return sorted(_gfile.glob(pattern) if _gfile else _glob.glob(pattern))
 
 
 def open_file(path, mode="r"):
+  _gfile = _gfile_or_none()
   return _gfile.GFile(path, mode) if _gfile else open(path, mode)
 
 
@@ -48,6 +62,7 @@ def read_text(path):
 
 def write_text_atomic(path, text):
   """Writes to a temporary name, then renames: readers never see half."""
+  _gfile = _gfile_or_none()
   tmp = path + ".tmp"
   with open_file(tmp, "w") as f:
     f.write(text)
@@ -55,6 +70,7 @@ def write_text_atomic(path, text):
 
 
 def rename(src, dst, overwrite=False):
+  _gfile = _gfile_or_none()
   if _gfile:
     _gfile.rename(src, dst, overwrite=overwrite)
   else:
@@ -64,6 +80,7 @@ def rename(src, dst, overwrite=False):
 
 
 def remove(path):
+  _gfile = _gfile_or_none()
   if _gfile:
     _gfile.remove(path)
   else:
@@ -71,6 +88,7 @@ def remove(path):
 
 
 def rmtree(path):
+  _gfile = _gfile_or_none()
   if _gfile:
     _gfile.rmtree(path)
   else:
@@ -78,6 +96,7 @@ def rmtree(path):
 
 
 def size(path):
+  _gfile = _gfile_or_none()
   return _gfile.stat(path).length if _gfile else os.path.getsize(path)
 
 

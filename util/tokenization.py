@@ -33,7 +33,8 @@ class VocabSource:
 
 def _tf():
   # Local import: the corpus/packing code stays importable without TF.
-  import tensorflow as tf
+  from util.tf_quiet import import_tensorflow
+  tf = import_tensorflow(with_text=True)
   import tensorflow_text as tf_text
   return tf, tf_text
 

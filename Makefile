@@ -1,0 +1,31 @@
+# One-command entry points; each creates .venv from scratch when needed.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+QS := runs/quickstart
+
+.PHONY: install quickstart test bench clean-quickstart
+
+$(VENV)/.installed: setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+# Raw text -> TFRecords -> tiny ELECTRA -> eval, on the embedded sample.
+quickstart: install
+	mkdir -p $(QS)
+	cp sample_data/vocab_8k.txt $(QS)/vocab.txt
+	$(PY) build_pretraining_dataset.py --corpus-dir sample_data/corpus \
+	  --vocab-file $(QS)/vocab.txt --output-dir $(QS)/pretrain_tfrecords \
+	  --num-processes 1 --overwrite
+	$(PY) run_pretraining.py --data-dir $(QS) --model-name electra_tiny \
+	  --hparams configs/electra_tiny.json --do-eval
+
+test: install
+	$(PY) -m pytest -q tests
+
+bench: install
+	$(PY) benchmarks/pretrain_throughput.py

@@ -1,0 +1,1 @@
+"""Benchmark scripts (run directly; not collected by pytest)."""

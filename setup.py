@@ -1,0 +1,31 @@
+"""ELECTRA-style pretraining of text encoders, rebuilt for TF2 / Keras 3."""
+
+import setuptools
+
+setuptools.setup(
+    name="electra-tf2",
+    version="0.1.0",
+    description=("ELECTRA, Electric and SCRIPT pretraining and fine-tuning "
+                 "with Keras 3 on TensorFlow (and JAX for the model code)"),
+    python_requires=">=3.11",
+    packages=setuptools.find_packages(include=["model", "model.*", "pretrain",
+                                               "pretrain.*", "finetune",
+                                               "finetune.*", "util",
+                                               "util.*"]),
+    py_modules=["build_pretraining_dataset", "configure_pretraining",
+                "run_pretraining"],
+    install_requires=[
+        # tensorflow-text must match TensorFlow's minor version.
+        "tensorflow>=2.21,<2.22",
+        "tensorflow-text>=2.21,<2.22",
+        "keras>=3.10",
+        "tensorboard>=2.20",  # tf.summary scalars
+        "sentencepiece>=0.2",
+        "numpy>=1.26",
+        "scipy>=1.11",
+        "scikit-learn>=1.4",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "jax>=0.4.30", "jaxlib>=0.4.30"],
+    },
+)

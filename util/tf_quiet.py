@@ -1,0 +1,36 @@
+"""Imports TensorFlow without its C++ start-up banner on stderr.
+
+TF 2.21 prints oneDNN/CUDA-probe lines from C++ before logging is set up,
+which TF_CPP_MIN_LOG_LEVEL cannot hide; they bury our own messages. Set
+ELECTRA_TF_VERBOSE=1 to see them.
+"""
+
+import os
+
+_DONE = {}  # with_text -> imported already
+
+
+def import_tensorflow(with_text=False):
+  """Returns the tensorflow module, imported with fd 2 muted.
+
+  with_text also imports tensorflow_text, whose kernels log the banner again.
+  """
+  if _DONE.get(with_text) or os.environ.get("ELECTRA_TF_VERBOSE"):
+    import tensorflow as tf
+    if with_text:
+      import tensorflow_text  # noqa: F401
+    return tf
+  saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+  os.dup2(devnull, 2)
+  try:
+    import tensorflow as tf
+    tf.config.list_physical_devices()  # the CUDA probe logs here
+    if with_text:
+      import tensorflow_text  # noqa: F401
+    _DONE[with_text] = True
+    _DONE[False] = True
+    return tf
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+    os.close(devnull)
