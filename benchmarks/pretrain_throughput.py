@@ -158,7 +158,7 @@ def parse_args(argv=None):
   p.add_argument("--vocab-size", type=int, default=flops.PAPER_VOCAB_SIZE)
   p.add_argument("--xla", action="store_true", help="jit_compile the step")
   p.add_argument("--matmul-size", type=int, default=2048)
-  p.add_argument("--matmul-reps", type=int, default=5)
+  p.add_argument("--matmul-reps", type=int, default=10)
   p.add_argument("--json", help="write the results here")
   return p.parse_args(argv)
 

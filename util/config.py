@@ -7,7 +7,9 @@ Unknown keys are a UserError that names the key.
 
 import argparse
 import dataclasses
+import inspect
 import json
+import re
 import types
 import typing
 
@@ -97,13 +99,30 @@ def load_hparams(spec):
                     f"({e.msg} at line {e.lineno})")
 
 
+def _field_comments(cls):
+  """`name: type = default  # comment` lines of the dataclass -> comments."""
+  try:
+    source = inspect.getsource(cls)
+  except (OSError, TypeError):
+    return {}
+  return dict(re.findall(r"^\s+(\w+): [^=\n]+=[^#\n]*#\s*(.+)$", source,
+                         flags=re.M))
+
+
 def add_config_flags(parser, cls, skip=()):
   """Adds `--field-name` for every dataclass field (bools as --x/--no-x)."""
+  comments = _field_comments(cls)
+  defaults = {f.name: f.default for f in dataclasses.fields(cls)}
   for name, tp in _field_types(cls).items():
     if name in skip:
       continue
     flag = "--" + name.replace("_", "-")
-    kwargs = dict(dest=name, default=argparse.SUPPRESS)
+    default = defaults[name]
+    help_text = comments.get(name, "")
+    if default is not dataclasses.MISSING and default not in ("", None):
+      help_text = f"{help_text} (default: {default})".strip()
+    kwargs = dict(dest=name, default=argparse.SUPPRESS,
+                  help=help_text.replace("%", "%%") or None)
     if tp is bool:
       parser.add_argument(flag, action=argparse.BooleanOptionalAction,
                           **kwargs)
