@@ -124,12 +124,13 @@ def _parse_batch(records, seq_length):
 
 
 def make_dataset(config, meta, batch_size, is_training=True,
-                 input_context=None):
+                 input_context=None, skip_batches=0):
   """Batches of masked features, `batch_size` examples each (per replica).
 
   Shards are split across input pipelines (workers), shuffled and
   interleaved in parallel; records are shuffled, batched, parsed and masked
-  in parallel, and prefetched. Deterministic for config.seed.
+  in parallel, and prefetched. Deterministic for config.seed;
+  `skip_batches` resumes the same sequence of batches (and masks) later on.
   """
   files = meta["files"]
   pipeline_id, num_pipelines = 0, 1
@@ -152,6 +153,8 @@ def make_dataset(config, meta, batch_size, is_training=True,
   if is_training:
     ds = ds.shuffle(config.shuffle_buffer_size, seed=seed)
   ds = ds.batch(batch_size, drop_remainder=True)
+  if skip_batches:
+    ds = ds.skip(skip_batches)  # before parsing: skipped batches stay cheap
   seq_length = meta["max_seq_length"]
   ds = ds.map(lambda r: _parse_batch(r, seq_length),
               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -163,7 +166,7 @@ def make_dataset(config, meta, batch_size, is_training=True,
     return masking.mask_batch(features, mask_config,
                               tf.cast(batch_seed, tf.int32))
 
-  ds = ds.enumerate().map(add_masks, num_parallel_calls=tf.data.AUTOTUNE,
+  ds = ds.enumerate(start=skip_batches).map(add_masks, num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=True)
   options = tf.data.Options()
   options.experimental_deterministic = True

@@ -20,11 +20,13 @@ def get_strategy(config):
   name = config.strategy
   if name == "default":
     return tf.distribute.get_strategy()
-  if name == "mirrored":
-    gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
+  if name == "mirrored":  # local GPUs, else every logical CPU device
+    devices = [d.name for d in tf.config.list_logical_devices("GPU")]
     if config.num_gpus:
-      gpus = gpus[:config.num_gpus]
-    return tf.distribute.MirroredStrategy(devices=gpus or None)
+      devices = devices[:config.num_gpus]
+    devices = devices or [d.name for d in tf.config.list_logical_devices(
+        "CPU")]
+    return tf.distribute.MirroredStrategy(devices=devices)
   if name == "multi_worker":
     return tf.distribute.MultiWorkerMirroredStrategy()
   if name == "tpu":
@@ -41,18 +43,29 @@ def get_strategy(config):
   raise UserError(f"unknown strategy '{name}'")
 
 
+def cpu_has_bf16():
+  """x86 CPUs with AVX512-BF16 or AMX run bf16 matmuls natively (oneDNN)."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      flags = f.read()
+  except OSError:
+    return False
+  return any(flag in flags for flag in ("avx512_bf16", "amx_bf16"))
+
+
 def resolve_precision(config):
-  """'auto' = bfloat16 on TPUs and GPUs with native bf16 (sm80+), else fp32."""
+  """'auto' = bfloat16 where the hardware has it natively: TPUs, GPUs of
+  compute capability 8.0+, CPUs with AVX512-BF16/AMX; else float32."""
   if config.mixed_precision != "auto":
     return config.mixed_precision
   if config.strategy == "tpu":
     return "bfloat16"
-  for gpu in tf.config.list_physical_devices("GPU"):
-    capability = tf.config.experimental.get_device_details(gpu).get(
-        "compute_capability", (0, 0))
-    if capability >= (8, 0):
-      return "bfloat16"
-  return "float32"
+  gpus = tf.config.list_physical_devices("GPU")
+  if gpus:
+    capabilities = [tf.config.experimental.get_device_details(gpu).get(
+        "compute_capability", (0, 0)) for gpu in gpus]
+    return "bfloat16" if min(capabilities) >= (8, 0) else "float32"
+  return "bfloat16" if cpu_has_bf16() else "float32"
 
 
 def set_precision(precision):

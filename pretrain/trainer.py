@@ -86,11 +86,14 @@ class Trainer:
     return checkpointing.make_checkpoint(
         self.model, self.optimizer if with_optimizer else None, iterator)
 
-  def _distributed_dataset(self, global_batch, is_training):
+  def _distributed_dataset(self, global_batch, is_training, start_step=0):
     def dataset_fn(input_context):
       batch = input_context.get_per_replica_batch_size(global_batch)
+      # Batches each input pipeline has served in start_step steps.
+      skip = start_step * (input_context.num_replicas_in_sync //
+                           input_context.num_input_pipelines)
       return data.make_dataset(self.config, self.meta, batch, is_training,
-                               input_context)
+                               input_context, skip_batches=skip)
     if self.num_replicas == 1 and self.config.strategy == "default":
       return dataset_fn(tf.distribute.InputContext())
     return self.strategy.distribute_datasets_from_function(dataset_fn)
@@ -138,6 +141,7 @@ class Trainer:
     if self.num_replicas > 1:
       # Keras sums gradients across replicas only after its own clipping;
       # clip the summed gradient here, then hand it back pre-divided.
+      grads = [tf.convert_to_tensor(g) for g in grads]  # IndexedSlices too
       grads = tf.distribute.get_replica_context().all_reduce("sum", grads)
     clip = self.config.clip_norm
     if clip > 0:
@@ -167,13 +171,19 @@ class Trainer:
 
   def train(self):
     c = self.config
-    dataset = self._distributed_dataset(c.train_batch_size, True)
-    iterator = iter(dataset)
-    checkpoint = self._checkpoint(iterator if c.strategy != "tpu" else None)
+    iterator = iter(self._distributed_dataset(c.train_batch_size, True))
+    # A plain tf.data iterator saves its position (shuffle buffers too);
+    # distributed iterators cannot, so those resume by skipping batches.
+    saves_position = isinstance(iterator, tf.__internal__.tracking.Trackable)
+    checkpoint = self._checkpoint(iterator if saves_position else None)
     manager = tf.train.CheckpointManager(
         checkpoint, c.model_dir, max_to_keep=c.keep_checkpoint_max,
         checkpoint_name="ckpt")
     self.restore(manager, checkpoint)
+    resumed_at = int(self.optimizer.iterations.numpy())
+    if not saves_position and resumed_at:
+      iterator = iter(self._distributed_dataset(c.train_batch_size, True,
+                                                start_step=resumed_at))
     train_loop = self._build_train_loop()
     writer = tf.summary.create_file_writer(os.path.join(c.model_dir, "train"))
     step = int(self.optimizer.iterations.numpy())

@@ -68,6 +68,21 @@ def variables(model_dir):
   return {n: reader.get_tensor(n) for n in names}
 
 
+def run_and_kill(argv, model_dir):
+  """Starts a run, SIGKILLs it after its first checkpoint; returns the step."""
+  proc = subprocess.Popen(
+      argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
+      env=dict(os.environ, PYTHONPATH=ROOT, TF_DETERMINISTIC_OPS="1"))
+  deadline = time.time() + 300
+  while not tf.io.gfile.exists(os.path.join(model_dir, "checkpoint")):
+    assert proc.poll() is None, "run ended before its first checkpoint"
+    assert time.time() < deadline
+    time.sleep(0.01)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  return int(tf.train.latest_checkpoint(model_dir).rsplit("-", 1)[1])
+
+
 def test_train_interrupt_resume_matches_uninterrupted_run(data_dir):
   steps = 200
   # Uninterrupted reference run.
@@ -79,27 +94,17 @@ def test_train_interrupt_resume_matches_uninterrupted_run(data_dir):
 
   # Same run, killed (SIGKILL) right after its first checkpoint...
   model_dir = os.path.join(data_dir, "models", "killed")
-  proc = subprocess.Popen(
+  killed_at = run_and_kill(
       [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
        "--data-dir", data_dir, "--model-name", "killed",
-       "--hparams", hparams(num_train_steps=steps)],
-      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT,
-      env=dict(os.environ, PYTHONPATH=ROOT, TF_DETERMINISTIC_OPS="1"))
-  deadline = time.time() + 300
-  while not tf.io.gfile.exists(os.path.join(model_dir, "checkpoint")):
-    assert proc.poll() is None, "run ended before its first checkpoint"
-    assert time.time() < deadline
-    time.sleep(0.01)
-  proc.send_signal(signal.SIGKILL)
-  proc.wait()
-  killed_at = int(tf.train.latest_checkpoint(model_dir).rsplit("-", 1)[1])
+       "--hparams", hparams(num_train_steps=steps)], model_dir)
   assert killed_at < steps, "the run finished before it could be killed"
 
   # ...then resumed: it continues from the checkpoint, not from scratch.
   resumed = run_cli(data_dir, "killed", "--hparams",
                     hparams(num_train_steps=steps))
   assert resumed.returncode == 0, resumed.stderr[-2000:]
-  assert f"resumed from" in resumed.stdout
+  assert "resumed from" in resumed.stdout
   assert f"from step {killed_at} to {steps}" in resumed.stdout
 
   # Same data order, masks, samples and optimizer state: same weights.
@@ -172,3 +177,85 @@ def test_corrupt_shard_is_named(data_dir, tmp_path):
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith("error: corrupt or truncated TFRecord")
   assert shard.name in last
+
+
+MIRRORED_SCRIPT = """
+import sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import run_pretraining
+run_pretraining.main(sys.argv[1:])
+"""
+
+
+def test_mirrored_strategy_on_two_devices_and_resume(data_dir):
+  """The multi-replica path (all-reduce, clipping, per-replica data) runs,
+  and resumes (by skipping batches) exactly like an uninterrupted run."""
+  def argv(name):
+    return [sys.executable, "-c", MIRRORED_SCRIPT, "--data-dir", data_dir,
+            "--model-name", name, "--strategy", "mirrored", "--hparams",
+            hparams(num_train_steps=100)]
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_DETERMINISTIC_OPS="1")
+  ref = subprocess.run(argv("mirrored") + ["--do-eval"], capture_output=True,
+                       text=True, timeout=600, cwd=ROOT, env=env)
+  assert ref.returncode == 0, ref.stderr[-3000:]
+  assert "2 replica(s)" in ref.stdout
+  losses = losses_from(ref.stdout)
+  assert len(losses) == 10 and all(np.isfinite(losses))
+  assert json.loads(ref.stdout.strip().splitlines()[-1])["global_step"] == 100
+
+  model_dir = os.path.join(data_dir, "models", "mirrored_killed")
+  killed_at = run_and_kill(argv("mirrored_killed"), model_dir)
+  assert killed_at < 100
+  resumed = subprocess.run(argv("mirrored_killed"), capture_output=True,
+                           text=True, timeout=600, cwd=ROOT, env=env)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"from step {killed_at} to 100" in resumed.stdout
+  expected = variables(os.path.join(data_dir, "models", "mirrored"))
+  got = variables(model_dir)
+  for name in expected:
+    np.testing.assert_allclose(got[name], expected[name], rtol=1e-5,
+                               atol=1e-6, err_msg=name)
+
+
+def test_init_checkpoint_starts_from_other_weights(data_dir, capsys):
+  source = os.path.join(data_dir, "models", "source")
+  run_pretraining.main(["--data-dir", data_dir, "--model-name", "source",
+                        "--hparams", hparams(num_train_steps=20)])
+  run_pretraining.main(["--data-dir", data_dir, "--model-name", "warm",
+                        "--init-checkpoint", source, "--hparams",
+                        hparams(num_train_steps=20, learning_rate=1e-9,
+                                num_warmup_steps=0)])
+  assert "initialised weights from" in capsys.readouterr().out
+  warm = variables(os.path.join(data_dir, "models", "warm"))
+  cold = variables(source)
+  name = next(n for n in cold if "word_embeddings" in n)
+  np.testing.assert_allclose(warm[name], cold[name], atol=1e-3)
+
+
+@pytest.mark.parametrize("extra", [
+    {"mixed_precision": "float16"},
+    {"mixed_precision": "float32", "xla": True},
+    {"optimizer": "lamb", "mask_scheme": "bert"},
+])
+def test_precision_xla_and_optimizer_options_train(data_dir, capsys, extra):
+  name = "opt_" + "_".join(str(v) for v in extra.values())
+  run_pretraining.main(["--data-dir", data_dir, "--model-name", name,
+                        "--hparams", hparams(num_train_steps=20, **extra)])
+  out = capsys.readouterr().out
+  losses = losses_from(out)
+  assert len(losses) == 2 and all(np.isfinite(losses)), out
+  precision = extra.get("mixed_precision")
+  if precision:
+    assert f"({precision}," in out
+
+
+def test_unwritable_model_dir_is_a_clear_error(data_dir, tmp_path, capsys):
+  blocker = tmp_path / "file"
+  blocker.write_text("not a directory")
+  expect_user_error(capsys, ["--data-dir", data_dir, "--model-dir",
+                             str(blocker / "model"), "--model-name", "x",
+                             "--hparams", hparams(num_train_steps=2)],
+                    r"cannot write to model_dir")
