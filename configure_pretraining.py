@@ -11,7 +11,7 @@ from typing import Optional
 
 from util.errors import UserError
 
-OBJECTIVES = ("electra",)
+OBJECTIVES = ("electra", "mlm")
 MASK_SCHEMES = ("electra", "bert")
 OPTIMIZERS = ("adamw", "lamb")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
@@ -42,7 +42,7 @@ class PretrainingConfig:
   gen_weight: float = 1.0
   disc_weight: float = 50.0
   mask_prob: float = 0.15
-  mask_scheme: str = "electra"  # "electra": [MASK] or keep; "bert": 80/10/10
+  mask_scheme: str = ""  # "electra": [MASK] or keep; "bert": 80/10/10
   mask_replace_prob: float = 0.85  # electra scheme: share of picks -> [MASK]
   max_predictions_per_seq: Optional[int] = None  # (mask_prob+.005)*seq_len
   temperature: float = 1.0
@@ -101,9 +101,12 @@ class PretrainingConfig:
 
   def resolve(self):
     """Fills derived defaults once all overrides are in."""
-    if not self.electra_objective and self.objective == "electra":
-      raise UserError("electra_objective=false selects BERT's MLM objective, "
-                      "which is not available in this version")
+    if not self.electra_objective:  # the original release's switch
+      self.objective = "mlm"
+    # Each objective's own masking by default (ELECTRA paper section 2 and
+    # appendix A; BERT's 80/10/10).
+    self.mask_scheme = self.mask_scheme or (
+        "bert" if self.objective == "mlm" else "electra")
     if self.use_tpu:
       self.strategy = "tpu"
     if self.max_predictions_per_seq is None:

@@ -75,3 +75,10 @@ def test_presets_exist_and_load():
   assert abs(base.generator_hidden_size - 1 / 3) < 1e-6
   assert base.learning_rate == 2e-4 and base.train_batch_size == 256
   assert sorted(glob.glob(os.path.join(ROOT, "configs", "electra_*.json")))
+
+
+def test_original_objective_switch_selects_bert_mlm():
+  c = load("--no-electra-objective")
+  assert (c.objective, c.mask_scheme) == ("mlm", "bert")
+  assert load().mask_scheme == "electra"
+  assert load("--mask-scheme", "bert").mask_scheme == "bert"

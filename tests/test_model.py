@@ -223,3 +223,30 @@ def test_encoder_matches_numpy_reference():
   np.testing.assert_allclose(
       np.asarray(encoder(ids, mask, segments, training=True)), expected,
       atol=1e-4)
+
+
+def test_masked_lm_objective_matches_numpy_on_its_logits():
+  from tests.test_losses import np_masked_lm_loss
+  model = build_model(electra_hparams(objective="mlm"))
+  model.build_variables()
+  assert model.hparams.mask_scheme == "bert"
+  rng = np.random.RandomState(4)
+  features = model.dummy_features(2)
+  features["input_ids"] = rng.randint(5, 60, size=(2, 16)).astype(np.int32)
+  features["masked_input_ids"] = features["input_ids"].copy()
+  features["masked_lm_positions"][:, :2] = [[3, 7], [1, 2]]
+  features["masked_lm_weights"][:, :2] = 1
+  features["masked_input_ids"][0, [3, 7]] = 4
+  features["masked_lm_ids"] = np.take_along_axis(
+      features["input_ids"], features["masked_lm_positions"], 1)
+  out = model(features, training=False)
+  hidden = np.asarray(model.encoder(features["masked_input_ids"],
+                                    features["input_mask"],
+                                    features["segment_ids"]))
+  picked = np.take_along_axis(
+      hidden, features["masked_lm_positions"][..., None], 1)
+  logits = np.asarray(model.mlm_predictions(
+      picked, model.encoder.embeddings.token_table))
+  expected = np_masked_lm_loss(logits, features["masked_lm_ids"],
+                               features["masked_lm_weights"])
+  np.testing.assert_allclose(float(out["loss"]), expected, rtol=1e-5)

@@ -239,6 +239,7 @@ def test_init_checkpoint_starts_from_other_weights(data_dir, capsys):
     {"mixed_precision": "float16"},
     {"mixed_precision": "float32", "xla": True},
     {"optimizer": "lamb", "mask_scheme": "bert"},
+    {"electra_objective": False},  # the original's switch: BERT's MLM
 ])
 def test_precision_xla_and_optimizer_options_train(data_dir, capsys, extra):
   name = "opt_" + "_".join(str(v) for v in extra.values())
@@ -250,6 +251,8 @@ def test_precision_xla_and_optimizer_options_train(data_dir, capsys, extra):
   precision = extra.get("mixed_precision")
   if precision:
     assert f"({precision}," in out
+  if extra.get("electra_objective") is False:
+    assert "training mlm" in out and "disc_loss" not in out
 
 
 def test_unwritable_model_dir_is_a_clear_error(data_dir, tmp_path, capsys):

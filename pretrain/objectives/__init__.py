@@ -1,13 +1,15 @@
 """Pretraining objectives, each a head on the one transformer core.
 
-| objective | hparams                 | where                  |
-|-----------|-------------------------|------------------------|
-| ELECTRA   | objective="electra"     | pretrain/objectives/electra.py |
+| objective      | hparams                      | where                          |
+|----------------|------------------------------|--------------------------------|
+| ELECTRA        | objective="electra"          | pretrain/objectives/electra.py |
+| BERT masked LM | objective="mlm" (or electra_objective=false) | pretrain/objectives/mlm.py |
 """
 
 from model.config import get_model_config
 from model.config import scale_config
 from pretrain.objectives.electra import ElectraModel
+from pretrain.objectives.mlm import MaskedLMModel
 
 
 def build_model(hparams):
@@ -20,4 +22,6 @@ def build_model(hparams):
                               hparams.generator_heads,
                               hparams.generator_layers)
     return ElectraModel(hparams, disc_config, gen_config, name="electra")
+  if hparams.objective == "mlm":
+    return MaskedLMModel(hparams, disc_config, name="mlm")
   raise ValueError(f"unknown objective {hparams.objective}")
