@@ -28,7 +28,9 @@ if ROOT not in sys.path:  # run as a script: make the repo importable
   sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from util.tf_quiet import import_tensorflow  # noqa: E402
+
+tf = import_tensorflow()
 
 from util import flops  # noqa: E402
 
