@@ -5,16 +5,26 @@ the tree ourselves: keys like `model/electra.Sdiscriminator.Slayer_0...`
 are stable across processes and readable by other tools.
 """
 
+import re
+
 import tensorflow as tf
+
+
+def stable_key(path):
+  """Keras numbers auto-named objects per process (`seed_generator_12/`,
+  `adam_w_1/`); dropping that number keeps keys independent of whatever
+  else the process built. Repeats are told apart by order below."""
+  return re.sub(r"^([^/]*?)_\d+/", r"\1/", path)
 
 
 def variable_tree(variables):
   """A trackable holding each variable under its (de-duplicated) path."""
   named = {}
   for variable in variables:
-    key, n = variable.path, 1
+    base = stable_key(variable.path)
+    key, n = base, 1
     while key in named:
-      key, n = f"{variable.path}_{n}", n + 1
+      key, n = f"{base}_{n}", n + 1
     named[key] = variable
   return tf.train.Checkpoint(**named)
 

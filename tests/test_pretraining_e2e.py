@@ -262,3 +262,24 @@ def test_unwritable_model_dir_is_a_clear_error(data_dir, tmp_path, capsys):
                              str(blocker / "model"), "--model-name", "x",
                              "--hparams", hparams(num_train_steps=2)],
                     r"cannot write to model_dir")
+
+
+def test_non_finite_loss_stops_without_saving(data_dir, capsys, monkeypatch):
+  from pretrain import trainer as trainer_lib
+  name = ["--data-dir", data_dir, "--model-name", "nan"]
+  run_pretraining.main(name + ["--hparams", hparams(num_train_steps=20)])
+  model_dir = os.path.join(data_dir, "models", "nan")
+  before = tf.train.latest_checkpoint(model_dir)
+  real_build = trainer_lib.Trainer._build_train_loop
+
+  def poisoned(self):
+    loop = real_build(self)
+    def run(iterator, steps):
+      logs = loop(iterator, steps)
+      return dict(logs, loss=tf.constant(float("nan")))
+    return run
+
+  monkeypatch.setattr(trainer_lib.Trainer, "_build_train_loop", poisoned)
+  expect_user_error(capsys, name + ["--hparams", hparams(num_train_steps=40)],
+                    r"non-finite loss \(nan\) at step 30; .*ckpt-20")
+  assert tf.train.latest_checkpoint(model_dir) == before
