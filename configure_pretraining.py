@@ -73,6 +73,7 @@ class PretrainingConfig:
   adam_beta2: float = 0.999
   adam_epsilon: float = 1e-6
   clip_norm: float = 1.0  # global-norm clipping; 0 = off
+  skip_nonfinite_steps: bool = False  # skip (and count) NaN/inf steps
   train_batch_size: int = 128  # global, across replicas
   eval_batch_size: int = 128
   max_seq_length: int = 128

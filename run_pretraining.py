@@ -9,6 +9,7 @@ eval results to DATA_DIR/models/NAME/, and resumes from there if restarted.
 
 import json
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -28,10 +29,15 @@ def main(argv=None):
   config = configure_pretraining.load_config(argv)
   from util.tf_quiet import import_tensorflow
   import_tensorflow()
-  from pretrain.trainer import Trainer  # TF import after arg checks
+  from pretrain.trainer import Preempted  # TF import after arg checks
+  from pretrain.trainer import Trainer
   trainer = Trainer(config)
   if config.do_train:
-    trainer.train()
+    try:
+      trainer.train()
+    except Preempted as e:
+      print(e, flush=True)
+      sys.exit(143)  # 128 + SIGTERM, as if the signal had ended us
   if config.do_eval:
     results = trainer.evaluate()
     print("eval results:\n" + format_metrics(results), flush=True)

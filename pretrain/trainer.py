@@ -7,8 +7,9 @@ iterator state, so a resumed run continues exactly), repeat.
 
 import dataclasses
 import json
-import math
 import os
+import signal
+import threading
 import time
 
 import keras
@@ -59,8 +60,7 @@ class Trainer:
       if self.precision == "float16":
         self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
         self.optimizer.build(self.model.trainable_variables)
-    self.train_iterator = None
-    self._train_loop = None
+    self.skipped_steps = 0
 
   # ---------------------------------------------------------------- setup
   def _prepare_model_dir(self):
@@ -135,8 +135,10 @@ class Trainer:
     grads, logs = self._grads_fn(batch)
     variables = self.model.trainable_variables
     if self.precision == "float16":  # the loss-scale optimizer clips/skips
+      norm = tf.linalg.global_norm(grads)
       self.optimizer.apply(grads, variables)
-      logs["grad_norm"] = tf.linalg.global_norm(grads)
+      logs["grad_norm"] = norm
+      logs["finite"] = tf.cast(tf.math.is_finite(norm), tf.float32)
       return logs
     if self.num_replicas > 1:
       # Keras sums gradients across replicas only after its own clipping;
@@ -150,22 +152,67 @@ class Trainer:
       norm = tf.linalg.global_norm(grads)
     if self.num_replicas > 1:
       grads = [g / self.num_replicas for g in grads]
-    self.optimizer.apply(grads, variables)
+    # The norm is of all-reduced gradients: every replica agrees on it (a
+    # non-finite loss anywhere makes it non-finite too).
+    finite = tf.math.is_finite(norm)
+    if self.config.skip_nonfinite_steps:
+      self._apply_if(finite, grads, variables)
+    else:
+      self.optimizer.apply(grads, variables)
     logs["grad_norm"] = norm
+    logs["finite"] = tf.cast(finite, tf.float32)
     return logs
 
+  def _apply_if(self, finite, grads, variables):
+    """Applies the update only when `finite`; a skipped step still counts."""
+    def apply():
+      self.optimizer.apply(grads, variables)
+      return tf.constant(True)
+
+    def skip():
+      self.optimizer.iterations.assign_add(1)
+      return tf.constant(False)
+
+    if tf.__internal__.distribute.strategy_supports_no_merge_call():
+      tf.cond(finite, apply, skip)
+      return
+
+    # Mirrored strategies: a cond whose branch calls merge_call (as
+    # optimizer.apply does) must run in cross-replica context.
+    def cross_replica(strategy, finite, grads):
+      first = strategy.experimental_local_results(finite)[0]
+
+      def apply_all():
+        strategy.extended.call_for_each_replica(
+            self.optimizer.apply, args=(grads, variables))
+        return tf.constant(True)
+
+      tf.cond(first, apply_all, skip)
+
+    tf.distribute.get_replica_context().merge_call(
+        cross_replica, args=(finite, grads))
+
   def _build_train_loop(self):
+    """A tf.function running `steps` steps; returns the mean of each log
+    over its finite steps, and how many steps were non-finite."""
     self._grads_fn = tf.function(self._grads, jit_compile=self.config.xla)
     keys = tuple(self.model.LOG_KEYS) + ("grad_norm",)
 
     @tf.function
     def train_loop(iterator, steps):
       sums = {k: tf.constant(0.0) for k in keys}
+      finite_steps = tf.constant(0.0)
       for _ in tf.range(steps):
         logs = self.strategy.run(self._replica_step, args=(next(iterator),))
-        sums = {k: sums[k] + self.strategy.reduce("mean", logs[k], axis=None)
+        finite = tf.cast(tf.equal(self.strategy.reduce(
+            "mean", logs["finite"], axis=None), 1.0), tf.float32)
+        sums = {k: sums[k] + tf.where(
+            finite > 0, self.strategy.reduce("mean", logs[k], axis=None), 0.0)
                 for k in keys}
-      return {k: v / tf.cast(steps, tf.float32) for k, v in sums.items()}
+        finite_steps += finite
+      out = {k: v / tf.maximum(finite_steps, 1.0) for k, v in sums.items()}
+      out["nonfinite_steps"] = tf.cast(steps, tf.float32) - finite_steps
+      return out
 
     return train_loop
 
@@ -196,57 +243,67 @@ class Trainer:
           f"{count_params(self.model):,} parameters) from step {step} to "
           f"{c.num_train_steps}", flush=True)
     log_every = c.log_every_steps or c.iterations_per_loop
-    tokens_per_seq = float(c.max_seq_length)
-    start_step, start_time = step, time.time()
-    while step < c.num_train_steps:
-      next_save = (step // c.save_checkpoints_steps + 1) * c.save_checkpoints_steps
-      next_log = (step // log_every + 1) * log_every
-      n = min(c.iterations_per_loop, next_save - step, next_log - step,
-              c.num_train_steps - step)
-      loop_start = time.time()
-      try:
-        logs = train_loop(iterator, tf.constant(n, tf.int32))
-        logs = {k: float(v) for k, v in logs.items()}
-      except tf.errors.DataLossError as e:
-        bad = data.find_corrupt_shards(self.meta["files"])
-        raise UserError("corrupt or truncated TFRecord: " +
-                        ("; ".join(bad) if bad else e.message)) from None
-      except tf.errors.InvalidArgumentError as e:
-        if "Feature" in e.message or "Key:" in e.message:
-          raise UserError(f"TFRecords do not match the expected features "
-                          f"{data.FEATURE_NAMES} of length "
-                          f"{c.max_seq_length}: "
-                          f"{e.message.splitlines()[0][:200]}") from None
-        raise
-      elapsed = time.time() - loop_start
-      step += n
-      if not math.isfinite(logs["loss"]):
-        raise UserError(
-            f"non-finite loss ({logs['loss']}) at step {step}; stopping "
-            f"without saving, the last good checkpoint is "
-            f"{manager.latest_checkpoint}. Try a lower learning_rate")
-      lr = float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
-      seq_per_s = n * c.train_batch_size / max(elapsed, 1e-9)
-      overall = (step - start_step) * c.train_batch_size / max(
-          time.time() - start_time, 1e-9)
-      eta = (c.num_train_steps - step) * c.train_batch_size / max(overall,
-                                                                  1e-9)
-      parts = [f"step {step}/{c.num_train_steps}"]
-      parts += [f"{k} {v:.4f}" for k, v in logs.items()]
-      parts += [f"lr {lr:.3g}", f"{seq_per_s:.1f} seq/s",
-                f"{seq_per_s * tokens_per_seq:.0f} tok/s",
-                f"ETA {format_seconds(eta)}"]
-      print(" | ".join(parts), flush=True)
-      with writer.as_default(step=step):
-        for k, v in logs.items():
-          tf.summary.scalar(k, v)
-        tf.summary.scalar("learning_rate", lr)
-        tf.summary.scalar("sequences_per_second", seq_per_s)
-      if step % c.save_checkpoints_steps == 0 or step == c.num_train_steps:
-        path = manager.save(checkpoint_number=step)
-        print(f"saved {path}", flush=True)
+    progress = Progress(c, step)
+    with PreemptionGuard() as preemption:
+      while step < c.num_train_steps:
+        next_save = (step // c.save_checkpoints_steps + 1) * \
+            c.save_checkpoints_steps
+        next_log = (step // log_every + 1) * log_every
+        n = min(c.iterations_per_loop, next_save - step, next_log - step,
+                c.num_train_steps - step)
+        loop_start = time.time()
+        logs = self._run_loop(train_loop, iterator, n)
+        elapsed = time.time() - loop_start
+        step += n
+        self._check_finite(logs, step, n, manager)
+        lr = float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
+        progress.log(step, n, elapsed, logs, lr, writer)
+        if (step % c.save_checkpoints_steps == 0 or
+            step == c.num_train_steps or preemption.requested):
+          path = manager.save(checkpoint_number=step)
+          print(f"saved {path}", flush=True)
+        if preemption.requested:
+          writer.flush()
+          raise Preempted(f"SIGTERM: saved step {step} and stopped")
     writer.flush()
     return step
+
+  def _run_loop(self, train_loop, iterator, n):
+    """One host call of n steps; data errors become one clear line."""
+    c = self.config
+    try:
+      logs = train_loop(iterator, tf.constant(n, tf.int32))
+      return {k: float(v) for k, v in logs.items()}
+    except tf.errors.DataLossError as e:
+      bad = data.find_corrupt_shards(self.meta["files"])
+      raise UserError("corrupt or truncated TFRecord: " +
+                      ("; ".join(bad) if bad else e.message)) from None
+    except tf.errors.InvalidArgumentError as e:
+      if "Feature" in e.message or "Key:" in e.message:
+        raise UserError(f"TFRecords do not match the expected features "
+                        f"{data.FEATURE_NAMES} of length "
+                        f"{c.max_seq_length}: "
+                        f"{e.message.splitlines()[0][:200]}") from None
+      raise
+
+  def _check_finite(self, logs, step, n, manager):
+    """Non-finite steps stop the run before anything is saved, unless they
+    were skipped (skip_nonfinite_steps, or float16's loss scaling)."""
+    bad = int(logs.pop("nonfinite_steps"))
+    if not bad:
+      return
+    skipping = self.config.skip_nonfinite_steps or (
+        self.precision == "float16")
+    if skipping and bad < n:
+      self.skipped_steps += bad
+      print(f"skipped {bad} non-finite step(s) before step {step} "
+            f"({self.skipped_steps} in this run)", flush=True)
+      return
+    what = (f"all {n} steps up to {step} were non-finite" if skipping else
+            f"non-finite loss or gradients at step {step - n + 1}-{step}")
+    raise UserError(f"{what}; stopping without saving, the last good "
+                    f"checkpoint is {manager.latest_checkpoint}. Try a lower "
+                    "learning_rate")
 
   # ------------------------------------------------------------------ eval
   def evaluate(self):
@@ -283,6 +340,60 @@ class Trainer:
       for k, v in results.items():
         tf.summary.scalar(k, v)
     return results
+
+
+class Preempted(Exception):
+  """Raised after the checkpoint that a SIGTERM asked for is saved."""
+
+
+class PreemptionGuard:
+  """Turns SIGTERM (the usual preemption notice) into a request that the
+  loop honours after its current host call: save, then stop."""
+
+  def __init__(self):
+    self.requested = False
+    self._previous = None
+
+  def _handler(self, signum, frame):
+    del signum, frame
+    self.requested = True
+    print("SIGTERM: saving a checkpoint after this loop, then stopping",
+          flush=True)
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      self._previous = signal.signal(signal.SIGTERM, self._handler)
+    return self
+
+  def __exit__(self, *exc):
+    if self._previous is not None:
+      signal.signal(signal.SIGTERM, self._previous)
+
+
+class Progress:
+  """The log line and TensorBoard scalars, with throughput and ETA."""
+
+  def __init__(self, config, start_step):
+    self.config = config
+    self.start_step, self.start_time = start_step, time.time()
+
+  def log(self, step, n, elapsed, logs, lr, writer):
+    c = self.config
+    seq_per_s = n * c.train_batch_size / max(elapsed, 1e-9)
+    overall = (step - self.start_step) * c.train_batch_size / max(
+        time.time() - self.start_time, 1e-9)
+    eta = (c.num_train_steps - step) * c.train_batch_size / max(overall, 1e-9)
+    parts = [f"step {step}/{c.num_train_steps}"]
+    parts += [f"{k} {v:.4f}" for k, v in logs.items()]
+    parts += [f"lr {lr:.3g}", f"{seq_per_s:.1f} seq/s",
+              f"{seq_per_s * c.max_seq_length:.0f} tok/s",
+              f"ETA {format_seconds(eta)}"]
+    print(" | ".join(parts), flush=True)
+    with writer.as_default(step=step):
+      for k, v in logs.items():
+        tf.summary.scalar(k, v)
+      tf.summary.scalar("learning_rate", lr)
+      tf.summary.scalar("sequences_per_second", seq_per_s)
 
 
 def count_params(model):

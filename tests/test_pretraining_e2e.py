@@ -195,8 +195,9 @@ def test_mirrored_strategy_on_two_devices_and_resume(data_dir):
   and resumes (by skipping batches) exactly like an uninterrupted run."""
   def argv(name):
     return [sys.executable, "-c", MIRRORED_SCRIPT, "--data-dir", data_dir,
-            "--model-name", name, "--strategy", "mirrored", "--hparams",
-            hparams(num_train_steps=100)]
+            "--model-name", name, "--strategy", "mirrored",
+            "--skip-nonfinite-steps",  # the cross-replica cond path
+            "--hparams", hparams(num_train_steps=100)]
   env = dict(os.environ, PYTHONPATH=ROOT, TF_DETERMINISTIC_OPS="1")
   ref = subprocess.run(argv("mirrored") + ["--do-eval"], capture_output=True,
                        text=True, timeout=600, cwd=ROOT, env=env)
@@ -276,10 +277,61 @@ def test_non_finite_loss_stops_without_saving(data_dir, capsys, monkeypatch):
     loop = real_build(self)
     def run(iterator, steps):
       logs = loop(iterator, steps)
-      return dict(logs, loss=tf.constant(float("nan")))
+      return dict(logs, nonfinite_steps=tf.cast(steps, tf.float32))
     return run
 
   monkeypatch.setattr(trainer_lib.Trainer, "_build_train_loop", poisoned)
   expect_user_error(capsys, name + ["--hparams", hparams(num_train_steps=40)],
-                    r"non-finite loss \(nan\) at step 30; .*ckpt-20")
+                    r"non-finite loss or gradients at step 21-30; .*ckpt-20")
   assert tf.train.latest_checkpoint(model_dir) == before
+
+
+def test_nonfinite_steps_can_be_skipped_and_counted(data_dir, capsys,
+                                                    monkeypatch):
+  """Every 4th step's loss is NaN: skipped, counted, weights stay finite."""
+  from pretrain import trainer as trainer_lib
+  real_grads = trainer_lib.Trainer._grads
+
+  def poisoned(self, batch):
+    grads, logs = real_grads(self, batch)
+    bad = tf.equal(self.optimizer.iterations % 4, 1)
+    scale = tf.where(bad, float("nan"), 1.0)
+    grads = [tf.convert_to_tensor(g) * scale for g in grads]
+    return grads, dict(logs, loss=logs["loss"] * scale)
+
+  monkeypatch.setattr(trainer_lib.Trainer, "_grads", poisoned)
+  run_pretraining.main(["--data-dir", data_dir, "--model-name", "skipnan",
+                        "--skip-nonfinite-steps", "--hparams",
+                        hparams(num_train_steps=20)])
+  out = capsys.readouterr().out
+  assert "skipped 3 non-finite step(s) before step 10 (3 in this run)" in out
+  assert "(5 in this run)" in out
+  weights = variables(os.path.join(data_dir, "models", "skipnan"))
+  assert all(np.all(np.isfinite(w)) for w in weights.values())
+  assert all(np.isfinite(losses_from(out)))
+
+
+SIGTERM_CHECK = """
+import os, signal, sys, threading
+import run_pretraining
+# Preemption notice once the run is under way.
+threading.Timer(float(sys.argv[1]), os.kill,
+                (os.getpid(), signal.SIGTERM)).start()
+run_pretraining.main(sys.argv[2:])
+"""
+
+
+def test_sigterm_saves_a_checkpoint_then_exits(data_dir):
+  model_dir = os.path.join(data_dir, "models", "preempted")
+  result = subprocess.run(
+      [sys.executable, "-c", SIGTERM_CHECK, "12", "--data-dir", data_dir,
+       "--model-name", "preempted", "--hparams",
+       hparams(num_train_steps=100000, save_checkpoints_steps=100000,
+               iterations_per_loop=10)],
+      capture_output=True, text=True, timeout=600, cwd=ROOT,
+      env=dict(os.environ, PYTHONPATH=ROOT))
+  assert result.returncode == 143, result.stderr[-2000:]
+  assert "SIGTERM: saved step" in result.stdout
+  saved = int(tf.train.latest_checkpoint(model_dir).rsplit("-", 1)[1])
+  assert 0 < saved < 100000 and saved % 10 == 0
+  assert f"SIGTERM: saved step {saved} and stopped" in result.stdout

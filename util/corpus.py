@@ -5,14 +5,18 @@ Three formats are recognised per file:
   * plain text: one paragraph per line, blank lines between documents;
   * WikiExtractor: `<doc ...>` title-line paragraphs... `</doc>`;
   * JSON Lines: one object per line whose "text" field is a document.
-Bytes that are not UTF-8 are replaced, never fatal; `ReadStats` counts them
-along with skipped documents and malformed lines.
+Hostile input is never fatal: bytes that are not UTF-8 are dropped, control
+characters are removed (see `clean_text`), lines or files that are mostly
+binary and files that cannot be read are skipped. `ReadStats` counts all of
+it so the builder can say what it left out and why.
 """
 
 import dataclasses
 import json
 import os
 import re
+import stat
+import sys
 
 from util import storage
 from util.errors import UserError
@@ -22,33 +26,139 @@ WIKIEXTRACTOR = "wikiextractor"
 JSONL = "jsonl"
 
 _READ_CHUNK = 8 << 20  # bytes per read: large files never sit whole in RAM
+# A "line" without a newline is cut here (at a space if it can be), so one
+# huge line never needs more memory than this. Long enough for a book-sized
+# JSON Lines record.
+_MAX_LINE_BYTES = 64 << 20
+_SNIFF_BYTES = 8192  # head of a file looked at to tell binary from text
+# Lines (and file heads) with more than this share of undecodable bytes or
+# control characters are binary, not text with a few bad bytes.
+_MAX_JUNK_SHARE = 0.25
+_MAX_PROBLEMS = 5  # unreadable paths remembered for messages
 _GLOB_CHARS = "*?["
+
+# Undecodable bytes (already U+FFFD), C0/C1 controls other than whitespace,
+# and lone surrogates (from JSON "\ud800" escapes; TF cannot encode them).
+# BERT's basic tokenizer drops the same characters.
+_JUNK = "\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffd"
+_JUNK_RE = re.compile(f"[{_JUNK}]")
+# Invisible format characters (soft hyphen, zero-width space, bidi marks,
+# word joiner, BOM): dropped too. ZWJ/ZWNJ stay: emoji sequences and some
+# scripts need them.
+_INVISIBLE = ("\u00ad\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064"
+              "\u2066-\u2069\ufeff")
+_DROP_RE = re.compile(f"[{_JUNK}{_INVISIBLE}]+")
+# Whitespace other than " " and "\n" (tab, VT, FF, CR, NEL, line and
+# paragraph separators) becomes a space: tokenizers disagree on these.
+_SPACE_RE = re.compile("[\t\x0b\x0c\r\x85\u2028\u2029]")
+_ODD_RE = re.compile(f"[{_JUNK}{_INVISIBLE}\t\x0b\x0c\r\x85\u2028\u2029]")
 
 
 @dataclasses.dataclass
 class ReadStats:
+  """What reading yielded and what it skipped, with the reason."""
   docs: int = 0  # documents yielded
   skipped_docs: int = 0  # documents with no text at all
-  skipped_lines: int = 0  # malformed JSON lines, text outside <doc> blocks
-  bad_byte_lines: int = 0  # lines with undecodable bytes (replaced)
+  bad_byte_lines: int = 0  # lines with undecodable bytes (bytes dropped)
+  long_lines_cut: int = 0  # lines over _MAX_LINE_BYTES, cut into pieces
+  binary_lines: int = 0  # lines of mostly junk bytes: dropped
+  malformed_json_lines: int = 0  # JSON Lines lines that do not parse
+  json_lines_without_text: int = 0  # not an object or no string "text"
+  lines_outside_docs: int = 0  # WikiExtractor text outside <doc> blocks
+  files_without_text: int = 0  # readable, but not one document in them
+  binary_files: int = 0  # the head of the file is mostly junk bytes
+  unreadable_files: int = 0  # open/read/list failed, or not a regular file
+  repeated_dirs: int = 0  # a directory reached again (symlink loop)
+  problems: list = dataclasses.field(default_factory=list)  # "path: why"
+
+  @property
+  def skipped_lines(self):
+    return (self.binary_lines + self.malformed_json_lines +
+            self.json_lines_without_text + self.lines_outside_docs)
+
+  def note_problem(self, path, error):
+    if len(self.problems) < _MAX_PROBLEMS:
+      self.problems.append(f"{path}: {_error_line(error)}")
 
   def add(self, other):
     for f in dataclasses.fields(self):
-      setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+      value = getattr(self, f.name) + getattr(other, f.name)
+      if f.name == "problems":
+        value = value[:_MAX_PROBLEMS]
+      setattr(self, f.name, value)
 
 
-def _walk(path):
-  """All files under `path`, recursively; skips hidden entries."""
-  out = []
-  for name in storage.listdir(path):
-    if name.startswith("."):
+def _error_line(error):
+  text = str(getattr(error, "message", "") or error).strip()
+  return text.splitlines()[0] if text else type(error).__name__
+
+
+def _io_errors():
+  """Exceptions that mean "this path cannot be read": OSError, plus TF's
+  OpError when TF is loaded (storage then goes through tf.io.gfile)."""
+  tf = sys.modules.get("tensorflow")
+  op_error = getattr(getattr(tf, "errors", None), "OpError", None)
+  return (OSError, op_error) if op_error else (OSError,)
+
+
+def _walk_remote(path):
+  """All files under a gs:// (or similar) path, without recursion."""
+  out, pending = [], [path]
+  while pending:
+    top = pending.pop()
+    for name in storage.listdir(top):
+      if name.startswith("."):
+        continue
+      child = storage.join(top, name.rstrip("/"))
+      # gs:// listings mark directories with a trailing slash.
+      if name.endswith("/") or storage.isdir(child):
+        pending.append(child)
+      else:
+        out.append(child)
+  return out
+
+
+def _walk(path, stats):
+  """All regular files under a local `path`; skips hidden entries.
+
+  Iterative (deep trees cannot overflow the stack) and each directory is
+  entered once by its real path (symlink loops end). Entries that cannot be
+  listed or stat'ed and special files (FIFOs would block) are counted and
+  left out.
+  """
+  if "://" in path:
+    return _walk_remote(path)
+  out, pending, seen = [], [path], set()
+  while pending:
+    top = pending.pop()
+    real = os.path.realpath(top)
+    if real in seen:
+      stats.repeated_dirs += 1
       continue
-    child = storage.join(path, name.rstrip("/"))
-    # gs:// listings mark directories with a trailing slash.
-    if name.endswith("/") or storage.isdir(child):
-      out.extend(_walk(child))
-    else:
-      out.append(child)
+    seen.add(real)
+    try:
+      names = os.listdir(top)
+    except OSError as e:
+      stats.unreadable_files += 1
+      stats.note_problem(top, e)
+      continue
+    for name in sorted(names, reverse=True):
+      if name.startswith("."):
+        continue
+      child = os.path.join(top, name)
+      try:
+        mode = os.stat(child).st_mode  # follows symlinks
+      except OSError as e:  # broken symlink, symlink loop, permissions
+        stats.unreadable_files += 1
+        stats.note_problem(child, e)
+        continue
+      if stat.S_ISDIR(mode):
+        pending.append(child)
+      elif stat.S_ISREG(mode):
+        out.append(child)
+      else:
+        stats.unreadable_files += 1
+        stats.note_problem(child, "not a regular file")
   return out
 
 
@@ -56,17 +166,21 @@ def _absolute(path):
   return path if "://" in path else os.path.abspath(path)
 
 
-def find_files(corpus, exclude_dir=None):
-  """Sorted corpus files: a directory (recursive) or a glob pattern."""
+def find_files(corpus, exclude_dir=None, stats=None):
+  """Sorted corpus files: a directory (recursive) or a glob pattern.
+
+  Entries that cannot be used are counted in `stats` (a ReadStats).
+  """
+  stats = stats if stats is not None else ReadStats()
   if not corpus:
     raise UserError("no corpus given: pass --corpus-dir (a directory or a "
                     "glob pattern)")
   if any(c in corpus for c in _GLOB_CHARS):
     files = []
     for match in storage.glob(corpus):
-      files.extend(_walk(match) if storage.isdir(match) else [match])
+      files.extend(_walk(match, stats) if storage.isdir(match) else [match])
   elif storage.isdir(corpus):
-    files = _walk(corpus)
+    files = _walk(corpus, stats)
   elif storage.exists(corpus):
     files = [corpus]
   else:
@@ -77,8 +191,22 @@ def find_files(corpus, exclude_dir=None):
     files = [f for f in files if not _absolute(f).startswith(prefix)]
   files = sorted(set(files))
   if not files:
-    raise UserError(f"corpus has no files: {corpus}")
+    raise UserError(f"corpus has no files: {corpus}" + (
+        f" ({describe_skipped(stats)})" if stats.unreadable_files +
+        stats.repeated_dirs else ""))
   return files
+
+
+def describe_skipped(stats):
+  """A short account of the unusable files of `stats`, for messages."""
+  parts = [(stats.files_without_text, "without text"),
+           (stats.binary_files, "binary"),
+           (stats.unreadable_files, "unreadable")]
+  text = ", ".join(f"{n} {what}" for n, what in parts if n)
+  if stats.repeated_dirs:
+    text += (", " if text else "") + (
+        f"{stats.repeated_dirs} repeated directory link(s)")
+  return text or "no usable files"
 
 
 def _byte_lines(path):
