@@ -42,6 +42,8 @@ TOKEN_COUNTS = "token_counts.txt"
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 _SHARD_RE = re.compile(r"^(incomplete\.)?pretrain_data\.tfrecord-\d+-of-\d+$")
 _SENTENCES_PER_BATCH = 8192  # sentences per tokenizer call
+# Characters per tokenizer call too: a few huge lines must not pile up.
+_CHARS_PER_BATCH = 32 << 20
 _VOCAB_SAMPLE_CHARS = 10_000_000  # corpus text used by --build-vocab
 _PROGRESS_SECONDS = 15.0
 
@@ -134,6 +136,7 @@ class _JobStats:
     self.files_done = 0
     self.docs = 0  # documents that produced tokens
     self.empty_docs = 0  # documents whose text tokenized to nothing
+    self.sentences_split = 0  # sentences too long for one example
     self.tokens_tokenized = 0
     self.tokens_written = 0  # non-special tokens in examples
     self.special_tokens = 0
@@ -217,7 +220,14 @@ def run_job(job, tokenizer=None, log=print):
       for sentence_ids in token_ids[pos:pos + len(doc)]:
         stats.tokens_tokenized += len(sentence_ids)
         produced |= bool(sentence_ids)
-        emit(builder.add_sentence(sentence_ids))
+        if len(sentence_ids) <= job.max_seq_length - 2:
+          emit(builder.add_sentence(sentence_ids))
+          continue
+        # Too long for one example (a huge line, or a script whose sentence
+        # ends the splitter does not know): fill several, trim nothing.
+        stats.sentences_split += 1
+        for example in builder.add_long_sentence(sentence_ids):
+          emit(example)
       pos += len(doc)
       emit(builder.end_document())
       if produced:
@@ -225,14 +235,16 @@ def run_job(job, tokenizer=None, log=print):
       else:
         stats.empty_docs += 1
 
-  batch, batch_sentences = [], 0
+  batch, batch_sentences, batch_chars = [], 0, 0
   for doc in _job_documents(job, stats):
     sentences = [s for p in doc for s in corpus.split_sentences(p)]
     batch.append(sentences)
     batch_sentences += len(sentences)
-    if batch_sentences >= _SENTENCES_PER_BATCH:
+    batch_chars += sum(len(p) for p in doc)
+    if (batch_sentences >= _SENTENCES_PER_BATCH or
+        batch_chars >= _CHARS_PER_BATCH):
       flush(batch)
-      batch, batch_sentences = [], 0
+      batch, batch_sentences, batch_chars = [], 0, 0
       now = time.time()
       if now - last_report >= _PROGRESS_SECONDS:
         last_report = now
@@ -317,9 +329,12 @@ def _write_bytes_atomic(path, data):
   storage.rename(tmp, path, overwrite=True)
 
 
-def _has_text(files):
+def _has_text(files, stats):
+  """Whether any file has a document; `stats` says why not, if none."""
   for path in files:
-    if next(corpus.read_documents(path), None) is not None:
+    docs = corpus.read_documents(path, stats)
+    if next(docs, None) is not None:
+      docs.close()
       return True
   return False
 
@@ -379,7 +394,44 @@ def run_jobs(jobs, tokenizer):
     return pool.map(_run_job_in_worker, jobs, chunksize=1)
 
 
-def write_outputs(config, jobs, results, tokenizer, vocab, files):
+# Reasons for leaving input out: metadata key -> (one, many) for messages.
+SKIP_REASONS = {
+    "empty_docs": ("empty doc", "empty docs"),
+    "binary_lines": ("binary line", "binary lines"),
+    "malformed_json_lines": ("malformed JSON line", "malformed JSON lines"),
+    "json_lines_without_text": ("JSON line without a text string",
+                                "JSON lines without a text string"),
+    "lines_outside_docs": ("line outside <doc>", "lines outside <doc>"),
+    "files_without_text": ("file without text", "files without text"),
+    "binary_files": ("binary file", "binary files"),
+    "unreadable_files": ("unreadable file", "unreadable files"),
+    "repeated_dirs": ("repeated directory (symlink loop)",
+                      "repeated directories (symlink loops)"),
+}
+
+
+def _read_stats(jobs, results):
+  read = corpus.ReadStats()
+  # Striped jobs all read every file: count reading problems once.
+  for r in results[:1] if jobs[0].stripe_docs else results:
+    read.add(r["read"])
+  return read
+
+
+def skipped_counts(read, empty_docs):
+  """Reason -> count of what the build left out (every reason, 0 too)."""
+  counts = {key: getattr(read, key, 0) for key in SKIP_REASONS}
+  counts["empty_docs"] = read.skipped_docs + empty_docs
+  return counts
+
+
+def describe_counts(counts, labels):
+  parts = [f"{n} {labels[k][n != 1]}" for k, n in counts.items() if n]
+  return ", ".join(parts) if parts else "nothing"
+
+
+def write_outputs(config, jobs, results, tokenizer, vocab, files,
+                  walk_stats=None):
   """token_counts.txt, then metadata.json (last: it marks completion)."""
   n = config.num_out_files
   token_counts = sum(r["token_counts"] for r in results)
@@ -391,10 +443,9 @@ def write_outputs(config, jobs, results, tokenizer, vocab, files):
   def total(key):
     return sum(r[key] for r in results)
 
-  read = corpus.ReadStats()
-  # Striped jobs all read every file: count reading problems once.
-  for r in results[:1] if jobs[0].stripe_docs else results:
-    read.add(r["read"])
+  read = _read_stats(jobs, results)
+  if walk_stats is not None:
+    read.add(walk_stats)  # found while listing the corpus
   storage.write_text_atomic(
       storage.join(config.output_dir, TOKEN_COUNTS),
       "".join(f"{int(c)}\n" for c in token_counts))
@@ -418,6 +469,9 @@ def write_outputs(config, jobs, results, tokenizer, vocab, files):
       "num_skipped_documents": read.skipped_docs + total("empty_docs"),
       "num_skipped_lines": read.skipped_lines,
       "num_lines_with_bad_bytes": read.bad_byte_lines,
+      "num_long_lines_cut": read.long_lines_cut,
+      "num_long_sentences_split": total("sentences_split"),
+      "skipped": skipped_counts(read, total("empty_docs")),
       "num_input_files": len(files),
       "num_shards": n,
       "shard_pattern": SHARD_PATTERN,
@@ -433,16 +487,30 @@ def write_outputs(config, jobs, results, tokenizer, vocab, files):
   return metadata, read
 
 
+# Input kept, but changed so it can be used.
+_REPAIR_LABELS = {
+    "num_lines_with_bad_bytes": ("line with undecodable bytes dropped",
+                                 "lines with undecodable bytes dropped"),
+    "num_long_lines_cut": ("over-long line cut", "over-long lines cut"),
+    "num_long_sentences_split": ("sentence longer than an example split",
+                                 "sentences longer than an example split"),
+}
+
+
 @main_guard
 def main(argv=None):
   config, _ = parse_config(BuildConfig, argv, description=__doc__.split(
       "\n")[0])
   import_tensorflow(with_text=True)
   check_output_dir(config)
-  files = corpus.find_files(config.corpus_dir, exclude_dir=config.output_dir)
-  if not _has_text(files):
+  walk_stats = corpus.ReadStats()
+  files = corpus.find_files(config.corpus_dir, exclude_dir=config.output_dir,
+                            stats=walk_stats)
+  probe = corpus.ReadStats()
+  if not _has_text(files, probe):
+    probe.add(walk_stats)
     raise UserError(f"corpus has no text: {config.corpus_dir} "
-                    f"({len(files)} file(s), all empty)")
+                    f"({len(files)} file(s): {corpus.describe_skipped(probe)})")
   if config.vocab_file:
     vocab = tokenization.read_vocab_source(config.vocab_file)
   else:
@@ -462,9 +530,18 @@ def main(argv=None):
   seconds = max(time.time() - start, 1e-9)
   if not any(r["examples"] for r in results):
     # No metadata.json: the directory must not look like a finished build.
-    raise UserError(f"corpus produced no examples: {config.corpus_dir}")
-  meta, read = write_outputs(config, jobs, results, tokenizer, vocab, files)
+    skipped = skipped_counts(_read_stats(jobs, results),
+                             sum(r["empty_docs"] for r in results))
+    raise UserError(f"corpus produced no examples: {config.corpus_dir} "
+                    f"(skipped: {describe_counts(skipped, SKIP_REASONS)})")
+  meta, read = write_outputs(config, jobs, results, tokenizer, vocab, files,
+                             walk_stats)
+  for problem in read.problems:
+    print(f"warning: skipped {problem}", file=sys.stderr, flush=True)
   rate = meta["num_tokens_tokenized"] / seconds
+  repaired = {"num_lines_with_bad_bytes": meta["num_lines_with_bad_bytes"],
+              "num_long_lines_cut": meta["num_long_lines_cut"],
+              "num_long_sentences_split": meta["num_long_sentences_split"]}
   # Per process, on the time each spent working (start-up excluded).
   busy = sum(r["seconds"] for r in results)
   busy_rate = meta["num_tokens_tokenized"] / max(busy, 1e-9)
@@ -472,9 +549,8 @@ def main(argv=None):
         f"{meta['num_tokens_tokenized']} tokens, "
         f"{meta['num_examples']} examples in {seconds:.1f}s; "
         f"{rate:,.0f} tokens/s ({busy_rate:,.0f} tokens/s per busy process); "
-        f"skipped {meta['num_skipped_documents']} empty docs, "
-        f"{read.skipped_lines} bad lines "
-        f"({read.bad_byte_lines} lines with undecodable bytes)", flush=True)
+        f"skipped: {describe_counts(meta['skipped'], SKIP_REASONS)}; "
+        f"repaired: {describe_counts(repaired, _REPAIR_LABELS)}", flush=True)
   return 0
 
 

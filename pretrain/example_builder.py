@@ -53,6 +53,31 @@ class ExampleBuilder:
       return self._create_example()
     return None
 
+  def add_long_sentence(self, token_ids):
+    """Like `add_sentence` for a sentence of any length; returns the list of
+    examples finished. One too long for an example fills whole examples
+    piece by piece, where `add_sentence` would keep only its start."""
+    if len(token_ids) <= self._max_length - 2:
+      example = self.add_sentence(token_ids)
+      return [example] if example else []
+    examples = []
+    if self._sentences:  # what came before goes out whole
+      examples.append(self._create_example())
+    room = self._max_length - 3  # [CLS] A [SEP] B [SEP]
+    start = 0
+    while len(token_ids) - start > room:
+      piece = token_ids[start:start + room]
+      # As two "sentences": the usual A/B split (or single segment) applies
+      # and nothing is trimmed.
+      half = len(piece) // 2
+      self._sentences = [piece[:half], piece[half:]]
+      examples.append(self._create_example())
+      start += room
+    example = self.add_sentence(token_ids[start:])
+    if example:
+      examples.append(example)
+    return examples
+
   def end_document(self):
     """Flushes what is left of the document (if anything) as an example."""
     if self._sentences:

@@ -83,12 +83,22 @@ def run_and_kill(argv, model_dir):
   return int(tf.train.latest_checkpoint(model_dir).rsplit("-", 1)[1])
 
 
-def test_train_interrupt_resume_matches_uninterrupted_run(data_dir):
-  steps = 200
-  # Uninterrupted reference run.
-  ref = run_cli(data_dir, "ref", "--hparams", hparams(num_train_steps=steps))
+STEPS = 400  # of the reference run that interrupted runs must reproduce
+
+
+@pytest.fixture(scope="module")
+def reference(data_dir):
+  """An uninterrupted run; returns (model_dir, stdout)."""
+  ref = run_cli(data_dir, "ref", "--hparams", hparams(num_train_steps=STEPS))
   assert ref.returncode == 0, ref.stderr[-2000:]
-  losses = losses_from(ref.stdout)
+  return os.path.join(data_dir, "models", "ref"), ref.stdout
+
+
+def test_train_interrupt_resume_matches_uninterrupted_run(data_dir,
+                                                          reference):
+  steps = STEPS
+  ref_dir, ref_out = reference
+  losses = losses_from(ref_out)
   assert len(losses) == steps // 10
   assert np.mean(losses[-3:]) < 0.8 * np.mean(losses[:2]), losses
 
@@ -108,8 +118,7 @@ def test_train_interrupt_resume_matches_uninterrupted_run(data_dir):
   assert f"from step {killed_at} to {steps}" in resumed.stdout
 
   # Same data order, masks, samples and optimizer state: same weights.
-  expected, got = variables(os.path.join(data_dir, "models", "ref")), \
-      variables(model_dir)
+  expected, got = variables(ref_dir), variables(model_dir)
   assert expected.keys() == got.keys() and len(expected) > 20
   for name in expected:
     np.testing.assert_allclose(got[name], expected[name], rtol=1e-5,
@@ -335,3 +344,84 @@ def test_sigterm_saves_a_checkpoint_then_exits(data_dir):
   saved = int(tf.train.latest_checkpoint(model_dir).rsplit("-", 1)[1])
   assert 0 < saved < 100000 and saved % 10 == 0
   assert f"SIGTERM: saved step {saved} and stopped" in result.stdout
+
+
+FAULTY_SCRIPT = """
+import os, sys, time
+from tensorflow.python.checkpoint import checkpoint_management as cm
+if os.environ.get("SLOW_CHECKPOINT_STATE"):
+  # Widen the window between a checkpoint's data write and the update of
+  # the `checkpoint` state file, so the test can kill inside it.
+  original = cm.update_checkpoint_state_internal
+  def slow(*args, **kwargs):
+    print("WRITING CHECKPOINT", flush=True)
+    time.sleep(2)
+    return original(*args, **kwargs)
+  cm.update_checkpoint_state_internal = slow
+import run_pretraining
+run_pretraining.main(sys.argv[1:])
+"""
+
+
+def readable(path):
+  reader = tf.train.load_checkpoint(path)
+  for name, dtype in reader.get_variable_to_dtype_map().items():
+    if dtype != tf.variant:  # the data iterator's state: read on restore
+      reader.get_tensor(name)
+  return True
+
+
+def test_random_sigkills_never_lose_more_than_an_interval(data_dir,
+                                                         reference):
+  """Fault injection: SIGKILL at random steps and inside checkpoint writes,
+  resume each time; the run finishes with the uninterrupted weights."""
+  import random
+  import threading
+  rng = random.Random(7)
+  interval, name = 20, "faulty"
+  model_dir = os.path.join(data_dir, "models", name)
+  argv = [sys.executable, "-c", FAULTY_SCRIPT, "--data-dir", data_dir,
+          "--model-name", name, "--hparams", hparams(num_train_steps=STEPS)]
+  saved = 0
+  for mode in ("random", "during_write", "random", "during_write", "random"):
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_DETERMINISTIC_OPS="1")
+    if mode == "during_write":
+      env["SLOW_CHECKPOINT_STATE"] = "1"
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
+                            env=env)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout))
+    reader.start()
+    target = rng.randrange(saved + 20, saved + 70, 10)
+    deadline = time.time() + 300
+    while proc.poll() is None and time.time() < deadline:
+      text = "".join(lines)
+      reached = [int(m) for m in re.findall(r"^step (\d+)/", text, re.M)]
+      if mode == "random" and reached and reached[-1] >= target:
+        time.sleep(rng.uniform(0, 0.05))
+        break
+      if mode == "during_write" and reached and reached[-1] >= target and \
+          text.rstrip().endswith("WRITING CHECKPOINT"):
+        break
+      time.sleep(0.002)
+    assert proc.poll() is None, "the run ended before it was killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    reader.join()
+    text = "".join(lines)
+    if saved:
+      assert f"from step {saved} to {STEPS}" in text  # resumed, not restarted
+    reached = max(int(m) for m in re.findall(r"^step (\d+)/", text, re.M))
+    saved = int(tf.train.latest_checkpoint(model_dir).rsplit("-", 1)[1])
+    assert 0 <= reached - saved <= interval, (mode, reached, saved)
+    state = tf.train.get_checkpoint_state(model_dir)
+    assert all(readable(p) for p in state.all_model_checkpoint_paths)
+
+  final = run_cli(data_dir, name, "--hparams", hparams(num_train_steps=STEPS))
+  assert final.returncode == 0, final.stderr[-2000:]
+  assert f"from step {saved} to {STEPS}" in final.stdout
+  expected, got = variables(reference[0]), variables(model_dir)
+  for key in expected:
+    np.testing.assert_allclose(got[key], expected[key], rtol=1e-5,
+                               atol=1e-6, err_msg=key)

@@ -122,21 +122,19 @@ def _walk(path, stats):
   """All regular files under a local `path`; skips hidden entries.
 
   Iterative (deep trees cannot overflow the stack) and each directory is
-  entered once by its real path (symlink loops end). Entries that cannot be
-  listed or stat'ed and special files (FIFOs would block) are counted and
-  left out.
+  entered once, known by device and inode (symlink loops end). Entries that
+  cannot be listed or stat'ed and special files (FIFOs would block) are
+  counted and left out.
   """
-  if "://" in path:
-    return _walk_remote(path)
   out, pending, seen = [], [path], set()
   while pending:
     top = pending.pop()
-    real = os.path.realpath(top)
-    if real in seen:
-      stats.repeated_dirs += 1
-      continue
-    seen.add(real)
     try:
+      info = os.stat(top)
+      if (info.st_dev, info.st_ino) in seen:
+        stats.repeated_dirs += 1
+        continue
+      seen.add((info.st_dev, info.st_ino))
       names = os.listdir(top)
     except OSError as e:
       stats.unreadable_files += 1
@@ -162,6 +160,25 @@ def _walk(path, stats):
   return out
 
 
+def _expand(path, stats):
+  """The files a corpus path or glob match stands for."""
+  if "://" in path:
+    return _walk_remote(path) if storage.isdir(path) else [path]
+  try:
+    mode = os.stat(path).st_mode
+  except OSError as e:
+    stats.unreadable_files += 1
+    stats.note_problem(path, e)
+    return []
+  if stat.S_ISDIR(mode):
+    return _walk(path, stats)
+  if stat.S_ISREG(mode):
+    return [path]
+  stats.unreadable_files += 1
+  stats.note_problem(path, "not a regular file")
+  return []
+
+
 def _absolute(path):
   return path if "://" in path else os.path.abspath(path)
 
@@ -178,11 +195,9 @@ def find_files(corpus, exclude_dir=None, stats=None):
   if any(c in corpus for c in _GLOB_CHARS):
     files = []
     for match in storage.glob(corpus):
-      files.extend(_walk(match, stats) if storage.isdir(match) else [match])
-  elif storage.isdir(corpus):
-    files = _walk(corpus, stats)
+      files.extend(_expand(match, stats))
   elif storage.exists(corpus):
-    files = [corpus]
+    files = _expand(corpus, stats)
   else:
     raise UserError(f"corpus not found: {corpus}")
   if exclude_dir:
@@ -209,49 +224,141 @@ def describe_skipped(stats):
   return text or "no usable files"
 
 
-def _byte_lines(path):
+def _cut_point(data, limit):
+  """Where to cut a too-long line: after the last space before `limit`,
+  else at a UTF-8 character boundary (never inside a character)."""
+  cut = data.rfind(b" ", limit // 2, limit)
+  if cut >= 0:
+    return cut + 1
+  cut = limit
+  while cut > limit - 4 and (data[cut] & 0xC0) == 0x80:
+    cut -= 1
+  return cut
+
+
+def _open(path):
+  # Local files through Python: tf.io.gfile rejects names that are not
+  # UTF-8 (they arrive here surrogate-escaped).
+  return storage.open_file(path, "rb") if "://" in path else open(path, "rb")
+
+
+def _byte_lines(path, stats):
   """Yields the lines of a file as bytes, reading in large chunks."""
-  with storage.open_file(path, "rb") as f:
-    rest = b""
+  with _open(path) as f:
+    parts, size = [], 0  # the unfinished line
     while True:
       chunk = f.read(_READ_CHUNK)
       if not chunk:
         break
-      lines = (rest + chunk).split(b"\n")
-      rest = lines.pop()
-      yield from lines
-    if rest:
-      yield rest
+      newline = chunk.find(b"\n")
+      if newline >= 0:
+        parts.append(chunk[:newline])
+        yield b"".join(parts)
+        lines = chunk[newline + 1:].split(b"\n")
+        rest = lines.pop()
+        yield from lines
+        parts, size = [rest], len(rest)
+      else:
+        # Joined only once a newline comes: no quadratic copying.
+        parts.append(chunk)
+        size += len(chunk)
+      if size > _MAX_LINE_BYTES:
+        line = b"".join(parts)
+        while len(line) > _MAX_LINE_BYTES:
+          cut = _cut_point(line, _MAX_LINE_BYTES)
+          stats.long_lines_cut += 1
+          yield line[:cut]
+          line = line[cut:]
+        parts, size = [line], len(line)
+    if size:
+      yield b"".join(parts)
+
+
+def _junk_share(text):
+  """Share of undecodable / control characters among the visible ones."""
+  visible = len(text) - sum(text.count(c) for c in " \t\r")
+  junk = len(text) - len(_JUNK_RE.sub("", text))
+  return junk / max(visible, 1)
+
+
+def clean_text(text):
+  """Drops control, undecodable and invisible characters and turns odd
+  whitespace into spaces; keeps newlines. Cheap for ordinary text."""
+  if not _ODD_RE.search(text):
+    return text
+  return _SPACE_RE.sub(" ", _DROP_RE.sub("", text))
 
 
 def _text_lines(path, stats):
-  for raw in _byte_lines(path):
+  """Cleaned lines of a file; None for a dropped junk line (mostly
+  undecodable bytes or control characters), counted as a binary line."""
+  for raw in _byte_lines(path, stats):
     try:
       line = raw.decode("utf-8")
     except UnicodeDecodeError:
       stats.bad_byte_lines += 1
       line = raw.decode("utf-8", errors="replace")
-    yield line.rstrip("\r")
+    cleaned = clean_text(line)
+    if cleaned is line:  # the common case: nothing odd in it
+      yield line
+    elif not cleaned.strip():
+      if _JUNK_RE.search(line):
+        stats.binary_lines += 1
+        yield None
+      else:  # only spaces or invisible characters: still a blank line
+        yield ""
+    elif _junk_share(line) > _MAX_JUNK_SHARE:
+      stats.binary_lines += 1
+      yield None
+    else:
+      yield cleaned
 
 
-def _first_line(path):
-  """The first non-blank line (as text) of a file, or ''."""
-  for raw in _byte_lines(path):
-    if raw.strip():
-      return raw.decode("utf-8", errors="replace").strip()
-  return ""
+def _head(path):
+  with _open(path) as f:
+    return f.read(_SNIFF_BYTES)
+
+
+def is_binary(head):
+  """Whether the first bytes of a file look like binary data, not text."""
+  if not head:
+    return False
+  # A cut multi-byte character at the end is not junk.
+  text = head.decode("utf-8", errors="replace").rstrip("\ufffd")
+  return _junk_share(text) > _MAX_JUNK_SHARE
+
+
+def _first_lines(path, count=8):
+  """Up to `count` first non-blank lines (as text) of a file."""
+  lines = []
+  for line in _text_lines(path, ReadStats()):
+    if line and line.strip():
+      lines.append(line.strip())
+      if len(lines) == count:
+        break
+  return lines
+
+
+def _parse_json(line):
+  """The JSON value of a line, or raises ValueError."""
+  try:
+    return json.loads(line)
+  except RecursionError:  # "[[[[..." nested deeper than Python's stack
+    raise ValueError("JSON nested too deeply") from None
 
 
 def detect_format(path):
   name = path.lower()
   if name.endswith(".jsonl") or name.endswith(".json"):
     return JSONL
-  first = _first_line(path)
-  if first.startswith("<doc ") or first == "<doc>":
+  lines = _first_lines(path)
+  # Not just the first line: stray text may precede the first <doc>.
+  if any(l.startswith("<doc ") or l == "<doc>" for l in lines):
     return WIKIEXTRACTOR
+  first = lines[0] if lines else ""
   if first.startswith("{"):
     try:
-      obj = json.loads(first)
+      obj = _parse_json(first)
     except ValueError:
       obj = None
     if isinstance(obj, dict) and "text" in obj:
@@ -265,23 +372,33 @@ def _paragraphs(text):
 
 def _read_plain(path, stats):
   doc = []
+  junk = False  # lines without usable text since the last document
   for line in _text_lines(path, stats):
+    if line is None:
+      junk = True
+      continue
     line = line.strip()
     if line:
       doc.append(line)
     elif doc:
       yield doc
-      doc = []
+      doc, junk = [], False
+    elif junk:
+      stats.skipped_docs += 1  # a "document" of junk lines only
+      junk = False
   if doc:
     yield doc
+  elif junk:
+    stats.skipped_docs += 1
 
 
 def _read_wikiextractor(path, stats):
   doc = None
   title_pending = False
   for line in _text_lines(path, stats):
-    stripped = line.strip()
-    if stripped.startswith("<doc ") or stripped == "<doc>":
+    stripped = line.strip() if line is not None else None
+    if stripped is not None and (stripped.startswith("<doc ") or
+                                 stripped == "<doc>"):
       if doc:  # an unterminated <doc>: keep what it had
         yield doc
       elif doc is not None:
@@ -295,7 +412,7 @@ def _read_wikiextractor(path, stats):
       doc = None
     elif doc is None:
       if stripped:
-        stats.skipped_lines += 1
+        stats.lines_outside_docs += 1
     elif title_pending:
       # The line right after <doc> repeats the title: not body text.
       title_pending = False
@@ -303,22 +420,25 @@ def _read_wikiextractor(path, stats):
       doc.append(stripped)
   if doc:
     yield doc
+  elif doc is not None:
+    stats.skipped_docs += 1  # an unterminated, empty <doc> at the end
 
 
 def _read_jsonl(path, stats):
   for line in _text_lines(path, stats):
-    if not line.strip():
+    if line is None or not line.strip():  # junk lines are counted already
       continue
     try:
-      obj = json.loads(line)
+      obj = _parse_json(line)
     except ValueError:
-      stats.skipped_lines += 1
+      stats.malformed_json_lines += 1
       continue
     text = obj.get("text") if isinstance(obj, dict) else None
     if not isinstance(text, str):
-      stats.skipped_lines += 1
+      stats.json_lines_without_text += 1
       continue
-    doc = _paragraphs(text)
+    # JSON escapes can carry any character: clean like file text.
+    doc = _paragraphs(clean_text(text))
     if doc:
       yield doc
     else:
@@ -330,11 +450,27 @@ _READERS = {PLAIN: _read_plain, WIKIEXTRACTOR: _read_wikiextractor,
 
 
 def read_documents(path, stats=None, fmt=None):
-  """Yields documents (lists of paragraphs) from one file of any format."""
+  """Yields documents (lists of paragraphs) from one file of any format.
+
+  Never raises for what the file holds or for I/O errors: a file that
+  cannot be read, or stops being readable, ends early and is counted.
+  """
   stats = stats if stats is not None else ReadStats()
-  for doc in _READERS[fmt or detect_format(path)](path, stats):
-    stats.docs += 1
-    yield doc
+  yielded = False
+  try:
+    if is_binary(_head(path)):
+      stats.binary_files += 1
+      return
+    for doc in _READERS[fmt or detect_format(path)](path, stats):
+      stats.docs += 1
+      yielded = True
+      yield doc
+  except _io_errors() as e:
+    stats.unreadable_files += 1
+    stats.note_problem(path, e)
+    return
+  if not yielded:
+    stats.files_without_text += 1
 
 
 # A sentence ends at . ! or ? (plus closing quotes/brackets), then whitespace,

@@ -72,6 +72,10 @@ def read_vocab_source(vocab_file):
   return VocabSource(WORDPIECE, data, "vocab.txt")
 
 
+def _utf8(line):
+  return line.encode("utf-8", "replace") if isinstance(line, str) else line
+
+
 def _ragged_to_lists(rt):
   """[batch, (tokens)] RaggedTensor -> list of Python int lists, fast."""
   flat = rt.flat_values.numpy().tolist()
@@ -95,7 +99,10 @@ class Tokenizer:
     tf, _ = _tf()
     out = []
     for start in range(0, len(lines), _CHUNK):
-      chunk = tf.constant(lines[start:start + _CHUNK], dtype=tf.string)
+      # Encoded here: TF cannot convert a str with a lone surrogate (e.g.
+      # from a JSON "\\ud800" escape); "replace" makes it a "?".
+      chunk = tf.constant([_utf8(l) for l in lines[start:start + _CHUNK]],
+                          dtype=tf.string)
       out.extend(_ragged_to_lists(self._tokenize(chunk)))
     return out
 
