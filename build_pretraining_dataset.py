@@ -397,13 +397,13 @@ def run_jobs(jobs, tokenizer):
 # Reasons for leaving input out: metadata key -> (one, many) for messages.
 SKIP_REASONS = {
     "empty_docs": ("empty doc", "empty docs"),
-    "binary_lines": ("binary line", "binary lines"),
+    "binary_lines": ("binary/non-UTF-8 line", "binary/non-UTF-8 lines"),
     "malformed_json_lines": ("malformed JSON line", "malformed JSON lines"),
     "json_lines_without_text": ("JSON line without a text string",
                                 "JSON lines without a text string"),
     "lines_outside_docs": ("line outside <doc>", "lines outside <doc>"),
     "files_without_text": ("file without text", "files without text"),
-    "binary_files": ("binary file", "binary files"),
+    "binary_files": ("binary/non-UTF-8 file", "binary/non-UTF-8 files"),
     "unreadable_files": ("unreadable file", "unreadable files"),
     "repeated_dirs": ("repeated directory (symlink loop)",
                       "repeated directories (symlink loops)"),
@@ -426,6 +426,8 @@ def skipped_counts(read, empty_docs):
 
 
 def describe_counts(counts, labels):
+  """{key: count} and {key: (one, many)} labels -> e.g. '3 empty docs,
+  1 unreadable file'; 'nothing' when all counts are 0."""
   parts = [f"{n} {labels[k][n != 1]}" for k, n in counts.items() if n]
   return ", ".join(parts) if parts else "nothing"
 
@@ -487,13 +489,15 @@ def write_outputs(config, jobs, results, tokenizer, vocab, files,
   return metadata, read
 
 
-# Input kept, but changed so it can be used.
-_REPAIR_LABELS = {
-    "num_lines_with_bad_bytes": ("line with undecodable bytes dropped",
-                                 "lines with undecodable bytes dropped"),
-    "num_long_lines_cut": ("over-long line cut", "over-long lines cut"),
-    "num_long_sentences_split": ("sentence longer than an example split",
-                                 "sentences longer than an example split"),
+# Input kept, but changed so that it can be used.
+_CLEAN_LABELS = {
+    "num_lines_with_bad_bytes": ("line with undecodable bytes",
+                                 "lines with undecodable bytes"),
+    "num_long_lines_cut": ("over-long line cut into pieces",
+                           "over-long lines cut into pieces"),
+    "num_long_sentences_split": (
+        "sentence longer than an example spread over several",
+        "sentences longer than an example spread over several"),
 }
 
 
@@ -530,18 +534,23 @@ def main(argv=None):
   seconds = max(time.time() - start, 1e-9)
   if not any(r["examples"] for r in results):
     # No metadata.json: the directory must not look like a finished build.
-    skipped = skipped_counts(_read_stats(jobs, results),
-                             sum(r["empty_docs"] for r in results))
+    read = _read_stats(jobs, results)
+    read.add(walk_stats)
+    skipped = skipped_counts(read, sum(r["empty_docs"] for r in results))
     raise UserError(f"corpus produced no examples: {config.corpus_dir} "
                     f"(skipped: {describe_counts(skipped, SKIP_REASONS)})")
   meta, read = write_outputs(config, jobs, results, tokenizer, vocab, files,
                              walk_stats)
   for problem in read.problems:
     print(f"warning: skipped {problem}", file=sys.stderr, flush=True)
+  more = read.unreadable_files - len(read.problems)
+  if more > 0:
+    print(f"warning: and {more} more unreadable file(s)", file=sys.stderr,
+          flush=True)
   rate = meta["num_tokens_tokenized"] / seconds
-  repaired = {"num_lines_with_bad_bytes": meta["num_lines_with_bad_bytes"],
-              "num_long_lines_cut": meta["num_long_lines_cut"],
-              "num_long_sentences_split": meta["num_long_sentences_split"]}
+  cleaned = {"num_lines_with_bad_bytes": meta["num_lines_with_bad_bytes"],
+             "num_long_lines_cut": meta["num_long_lines_cut"],
+             "num_long_sentences_split": meta["num_long_sentences_split"]}
   # Per process, on the time each spent working (start-up excluded).
   busy = sum(r["seconds"] for r in results)
   busy_rate = meta["num_tokens_tokenized"] / max(busy, 1e-9)
@@ -550,7 +559,7 @@ def main(argv=None):
         f"{meta['num_examples']} examples in {seconds:.1f}s; "
         f"{rate:,.0f} tokens/s ({busy_rate:,.0f} tokens/s per busy process); "
         f"skipped: {describe_counts(meta['skipped'], SKIP_REASONS)}; "
-        f"repaired: {describe_counts(repaired, _REPAIR_LABELS)}", flush=True)
+        f"cleaned: {describe_counts(cleaned, _CLEAN_LABELS)}", flush=True)
   return 0
 
 

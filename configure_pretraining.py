@@ -16,6 +16,7 @@ MASK_SCHEMES = ("electra", "bert")
 OPTIMIZERS = ("adamw", "lamb")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+INPUT_SHARDING = ("files", "batches")
 
 
 @dataclasses.dataclass
@@ -85,6 +86,7 @@ class PretrainingConfig:
   keep_checkpoint_max: int = 5
   num_eval_steps: int = 100
   shuffle_buffer_size: int = 10000
+  input_sharding: str = "files"  # workers split "files", or slice "batches"
 
   # Hardware.
   mixed_precision: str = "auto"  # auto: bfloat16 on TPU/GPU(sm80+), else fp32
@@ -97,6 +99,7 @@ class PretrainingConfig:
   tpu_zone: str = ""
   gcp_project: str = ""
   num_gpus: int = 0  # mirrored: 0 = all visible devices
+  keep_worker_checkpoints: bool = False  # non-chief workers keep their last
   intra_op_threads: int = 0  # 0 = TensorFlow's default
   inter_op_threads: int = 0
 
@@ -142,7 +145,7 @@ class PretrainingConfig:
       raise UserError("--model-name is required")
     choices = (("objective", OBJECTIVES), ("mask_scheme", MASK_SCHEMES),
                ("optimizer", OPTIMIZERS), ("mixed_precision", PRECISIONS),
-               ("strategy", STRATEGIES))
+               ("strategy", STRATEGIES), ("input_sharding", INPUT_SHARDING))
     for name, allowed in choices:
       if getattr(self, name) not in allowed:
         raise UserError(f"hparam '{name}' must be one of {', '.join(allowed)}"

@@ -124,37 +124,51 @@ def _parse_batch(records, seq_length):
 
 
 def make_dataset(config, meta, batch_size, is_training=True,
-                 input_context=None, skip_batches=0):
+                 input_context=None, start_step=0):
   """Batches of masked features, `batch_size` examples each (per replica).
 
-  Shards are split across input pipelines (workers), shuffled and
-  interleaved in parallel; records are shuffled, batched, parsed and masked
-  in parallel, and prefetched. Deterministic for config.seed;
-  `skip_batches` resumes the same sequence of batches (and masks) later on.
+  Shards are shuffled and interleaved in parallel; records are shuffled,
+  batched, parsed and masked in parallel, and prefetched. Deterministic for
+  config.seed; `start_step` resumes the same batches (and masks) later on.
+
+  Across input pipelines (workers), config.input_sharding picks:
+    "files": each pipeline reads its own share of the shards (by record when
+      there are fewer shards than pipelines): no input work is repeated;
+    "batches": every pipeline builds the same global batches and keeps its
+      replicas' rows, so a run gives the same result on any number of
+      workers (at the cost of each worker reading all the data).
   """
   files = meta["files"]
-  pipeline_id, num_pipelines = 0, 1
+  pipeline_id, num_pipelines, num_replicas = 0, 1, 1
   if input_context is not None:
     pipeline_id = input_context.input_pipeline_id
     num_pipelines = input_context.num_input_pipelines
-  seed = config.seed + 7919 * pipeline_id
+    num_replicas = input_context.num_replicas_in_sync
+  replicas_per_pipeline = num_replicas // num_pipelines
+  by_batch = config.input_sharding == "batches" and num_replicas > 1
+  if by_batch:
+    seed, global_batch = config.seed, batch_size * num_replicas
+    skip = start_step  # global batches
+  else:
+    seed, global_batch = config.seed + 7919 * pipeline_id, batch_size
+    skip = start_step * replicas_per_pipeline  # this pipeline's batches
   ds = tf.data.Dataset.from_tensor_slices(files)
-  if num_pipelines > 1:
-    if len(files) >= num_pipelines:
-      ds = ds.shard(num_pipelines, pipeline_id)
+  shard_files = not by_batch and num_pipelines > 1
+  if shard_files and len(files) >= num_pipelines:
+    ds = ds.shard(num_pipelines, pipeline_id)
   if is_training:
     ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
   ds = ds.repeat()
   ds = ds.interleave(tf.data.TFRecordDataset,
                      cycle_length=min(len(files), 16),
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  if num_pipelines > 1 and len(files) < num_pipelines:
+  if shard_files and len(files) < num_pipelines:
     ds = ds.shard(num_pipelines, pipeline_id)  # too few files: by record
   if is_training:
     ds = ds.shuffle(config.shuffle_buffer_size, seed=seed)
-  ds = ds.batch(batch_size, drop_remainder=True)
-  if skip_batches:
-    ds = ds.skip(skip_batches)  # before parsing: skipped batches stay cheap
+  ds = ds.batch(global_batch, drop_remainder=True)
+  if skip:
+    ds = ds.skip(skip)  # before parsing: skipped batches stay cheap
   seq_length = meta["max_seq_length"]
   ds = ds.map(lambda r: _parse_batch(r, seq_length),
               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -166,8 +180,17 @@ def make_dataset(config, meta, batch_size, is_training=True,
     return masking.mask_batch(features, mask_config,
                               tf.cast(batch_seed, tf.int32))
 
-  ds = ds.enumerate(start=skip_batches).map(add_masks, num_parallel_calls=tf.data.AUTOTUNE,
-                          deterministic=True)
+  ds = ds.enumerate(start=skip).map(add_masks,
+                                    num_parallel_calls=tf.data.AUTOTUNE,
+                                    deterministic=True)
+  if by_batch:  # keep this pipeline's replicas' rows, one batch per replica
+    first = pipeline_id * replicas_per_pipeline
+
+    def my_rows(features):
+      return {k: tf.reshape(v, [num_replicas, batch_size] + v.shape[1:])[
+          first:first + replicas_per_pipeline] for k, v in features.items()}
+
+    ds = ds.map(my_rows).unbatch()
   options = tf.data.Options()
   options.experimental_deterministic = True
   ds = ds.with_options(options)

@@ -53,6 +53,19 @@ def cpu_has_bf16():
   return any(flag in flags for flag in ("avx512_bf16", "amx_bf16"))
 
 
+def worker_role(strategy):
+  """(is_chief, name) of this process; single-process runs are the chief."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or (
+      resolver is None or not resolver.task_type):
+    return True, "chief"
+  task_type, task_id = resolver.task_type, resolver.task_id or 0
+  has_chief = "chief" in resolver.cluster_spec().as_dict()
+  chief = task_type == "chief" or (task_type == "worker" and task_id == 0 and
+                                   not has_chief)
+  return chief, f"{task_type}_{task_id}"
+
+
 def resolve_precision(config):
   """'auto' = bfloat16 where the hardware has it natively: TPUs, GPUs of
   compute capability 8.0+, CPUs with AVX512-BF16/AMX; else float32."""

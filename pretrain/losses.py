@@ -1,12 +1,21 @@
 """Pretraining losses as pure keras.ops functions (backend-neutral).
 
 Each returns (mean_loss, per_position_losses) so eval can reuse the parts.
+`denominator` (default: this batch's sum of weights) lets a data-parallel
+driver pass the mean over replicas of that sum, so that averaging the
+replicas' losses gives exactly the loss of the whole global batch.
 """
 
 from keras import ops
 
 
-def masked_lm_loss(logits, labels, weights):
+def _mean(values, weights, denominator):
+  if denominator is None:
+    denominator = ops.sum(weights)
+  return ops.sum(weights * values) / (ops.cast(denominator, "float32") + 1e-6)
+
+
+def masked_lm_loss(logits, labels, weights, denominator=None):
   """Cross-entropy at masked positions: sum(w * nll) / (sum(w) + 1e-6).
 
   logits [B, P, V], labels [B, P] int, weights [B, P] (0 for padding picks).
@@ -16,8 +25,7 @@ def masked_lm_loss(logits, labels, weights):
   label_logits = ops.take_along_axis(
       logits, ops.expand_dims(ops.cast(labels, "int32"), -1), axis=-1)
   nll = ops.logsumexp(logits, axis=-1) - ops.squeeze(label_logits, -1)
-  loss = ops.sum(weights * nll) / (ops.sum(weights) + 1e-6)
-  return loss, nll
+  return _mean(nll, weights, denominator), nll
 
 
 def sigmoid_cross_entropy(logits, labels):
@@ -28,13 +36,12 @@ def sigmoid_cross_entropy(logits, labels):
           ops.log1p(ops.exp(-ops.abs(logits))))
 
 
-def replaced_token_detection_loss(logits, labels, weights):
+def replaced_token_detection_loss(logits, labels, weights, denominator=None):
   """ELECTRA's discriminator loss (section 2): sigmoid cross-entropy of
   "replaced" (1) vs "original" (0), averaged over weighted tokens."""
   weights = ops.cast(weights, "float32")
   losses = sigmoid_cross_entropy(logits, labels)
-  loss = ops.sum(weights * losses) / (ops.sum(weights) + 1e-6)
-  return loss, losses
+  return _mean(losses, weights, denominator), losses
 
 
 def weighted_accuracy(predictions, labels, weights):

@@ -41,6 +41,7 @@ class Trainer:
     distribution.configure_threads(config)
     self.strategy = distribution.get_strategy(config)
     self.num_replicas = self.strategy.num_replicas_in_sync
+    self.is_chief, self.worker_name = distribution.worker_role(self.strategy)
     for name in ("train_batch_size", "eval_batch_size"):
       if getattr(config, name) % self.num_replicas:
         raise UserError(f"{name} {getattr(config, name)} is not divisible by "
@@ -77,8 +78,9 @@ class Trainer:
                 f"{c.model_dir} holds a model trained with {key}="
                 f"{old[key]!r}, but this run has {key}={getattr(c, key)!r}; "
                 "use another --model-name or the same hparams")
-      storage.write_text_atomic(
-          path, json.dumps(dataclasses.asdict(c), indent=2, sort_keys=True))
+      if self.is_chief:
+        storage.write_text_atomic(
+            path, json.dumps(dataclasses.asdict(c), indent=2, sort_keys=True))
     except (OSError, tf.errors.OpError) as e:
       raise UserError(f"cannot write to model_dir {c.model_dir}: {e}") from None
 
@@ -89,19 +91,16 @@ class Trainer:
   def _distributed_dataset(self, global_batch, is_training, start_step=0):
     def dataset_fn(input_context):
       batch = input_context.get_per_replica_batch_size(global_batch)
-      # Batches each input pipeline has served in start_step steps.
-      skip = start_step * (input_context.num_replicas_in_sync //
-                           input_context.num_input_pipelines)
       return data.make_dataset(self.config, self.meta, batch, is_training,
-                               input_context, skip_batches=skip)
+                               input_context, start_step=start_step)
     if self.num_replicas == 1 and self.config.strategy == "default":
       return dataset_fn(tf.distribute.InputContext())
     return self.strategy.distribute_datasets_from_function(dataset_fn)
 
-  def restore(self, manager, checkpoint):
+  def restore(self, checkpoint):
     """Restores the latest checkpoint of model_dir, or init_checkpoint."""
     c = self.config
-    latest = manager.latest_checkpoint
+    latest = tf.train.latest_checkpoint(c.model_dir)
     try:
       if latest:
         checkpoint.restore(latest).assert_existing_objects_matched()
@@ -118,7 +117,46 @@ class Trainer:
       raise UserError(f"cannot restore checkpoint {latest or c.init_checkpoint}"
                       f": {first}") from None
 
+  # ------------------------------------------------------ several workers
+  # Every worker takes part in each save (the variables are synchronised by
+  # collectives), but only the chief writes to model_dir; the others write
+  # to a scratch directory that is deleted again, unless
+  # keep_worker_checkpoints asks to keep their latest one for inspection.
+  def _worker_dir(self):
+    return os.path.join(self.config.model_dir, "workers", self.worker_name)
+
+  def _checkpoint_manager(self, checkpoint):
+    c = self.config
+    directory = c.model_dir if self.is_chief else self._worker_dir()
+    keep = c.keep_checkpoint_max if self.is_chief else 1
+    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep,
+                                      checkpoint_name="ckpt")
+
+  def _save(self, manager, step):
+    path = manager.save(checkpoint_number=step)
+    if not self.is_chief and not self.config.keep_worker_checkpoints:
+      storage.rmtree(self._worker_dir())
+    return path
+
+  def _summary_writer(self, name):
+    if not self.is_chief:
+      return tf.summary.create_noop_writer()
+    return tf.summary.create_file_writer(
+        os.path.join(self.config.model_dir, name))
+
   # ----------------------------------------------------------------- train
+  def _with_global_denominators(self, batch):
+    """Adds the mean over replicas of each loss denominator, so averaging
+    replica losses equals the loss of the global batch (exactly)."""
+    local = {
+        "masked_lm_denominator": tf.reduce_sum(batch["masked_lm_weights"]),
+        "input_mask_denominator": tf.reduce_sum(
+            tf.cast(batch["input_mask"], tf.float32)),
+    }
+    if self.num_replicas > 1:
+      local = tf.distribute.get_replica_context().all_reduce("mean", local)
+    return dict(batch, **local)
+
   def _grads(self, batch):
     """Forward + backward on one replica's batch."""
     with tf.GradientTape() as tape:
@@ -132,7 +170,12 @@ class Trainer:
     return grads, logs
 
   def _replica_step(self, batch):
-    grads, logs = self._grads_fn(batch)
+    grads, logs = self._grads_fn(self._with_global_denominators(batch))
+    # Embedding lookups give IndexedSlices with repeated rows (a token type
+    # appears thousands of times a batch). Keras' Adam squares such slices
+    # row by row before summing them, so its second moment comes out far
+    # too small; summing into a dense gradient first keeps Adam exact.
+    grads = [tf.convert_to_tensor(g) for g in grads]
     variables = self.model.trainable_variables
     if self.precision == "float16":  # the loss-scale optimizer clips/skips
       norm = tf.linalg.global_norm(grads)
@@ -143,7 +186,6 @@ class Trainer:
     if self.num_replicas > 1:
       # Keras sums gradients across replicas only after its own clipping;
       # clip the summed gradient here, then hand it back pre-divided.
-      grads = [tf.convert_to_tensor(g) for g in grads]  # IndexedSlices too
       grads = tf.distribute.get_replica_context().all_reduce("sum", grads)
     clip = self.config.clip_norm
     if clip > 0:
@@ -223,16 +265,14 @@ class Trainer:
     # distributed iterators cannot, so those resume by skipping batches.
     saves_position = isinstance(iterator, tf.__internal__.tracking.Trackable)
     checkpoint = self._checkpoint(iterator if saves_position else None)
-    manager = tf.train.CheckpointManager(
-        checkpoint, c.model_dir, max_to_keep=c.keep_checkpoint_max,
-        checkpoint_name="ckpt")
-    self.restore(manager, checkpoint)
+    manager = self._checkpoint_manager(checkpoint)
+    self.restore(checkpoint)
     resumed_at = int(self.optimizer.iterations.numpy())
     if not saves_position and resumed_at:
       iterator = iter(self._distributed_dataset(c.train_batch_size, True,
                                                 start_step=resumed_at))
     train_loop = self._build_train_loop()
-    writer = tf.summary.create_file_writer(os.path.join(c.model_dir, "train"))
+    writer = self._summary_writer("train")
     step = int(self.optimizer.iterations.numpy())
     if step >= c.num_train_steps:
       print(f"already trained: step {step} >= num_train_steps "
@@ -260,7 +300,7 @@ class Trainer:
         progress.log(step, n, elapsed, logs, lr, writer)
         if (step % c.save_checkpoints_steps == 0 or
             step == c.num_train_steps or preemption.requested):
-          path = manager.save(checkpoint_number=step)
+          path = self._save(manager, step)
           print(f"saved {path}", flush=True)
         if preemption.requested:
           writer.flush()
@@ -333,9 +373,11 @@ class Trainer:
     arrays = {k: np.concatenate(v) for k, v in arrays.items()}
     results = self.model.eval_metrics(arrays)
     results["global_step"] = int(self.optimizer.iterations.numpy())
-    storage.write_text_atomic(os.path.join(c.model_dir, "eval_results.json"),
-                              json.dumps(results, indent=2, sort_keys=True))
-    writer = tf.summary.create_file_writer(os.path.join(c.model_dir, "eval"))
+    if self.is_chief:
+      storage.write_text_atomic(
+          os.path.join(c.model_dir, "eval_results.json"),
+          json.dumps(results, indent=2, sort_keys=True))
+    writer = self._summary_writer("eval")
     with writer.as_default(step=results["global_step"]):
       for k, v in results.items():
         tf.summary.scalar(k, v)

@@ -387,9 +387,9 @@ def test_mixed_directory(cases, tmp_path, capsys):
   assert meta["skipped"] == expected
   done = _done_line(out)
   assert f"skipped: {bpd.describe_counts(expected, bpd.SKIP_REASONS)};" in done
-  for phrase in ("2 binary files", "unreadable files", "malformed JSON lines",
-                 "1 repeated directory (symlink loop)", "empty docs",
-                 "lines with undecodable bytes dropped"):
+  for phrase in ("2 binary/non-UTF-8 files", "unreadable files",
+                 "malformed JSON lines", "1 repeated directory (symlink loop)",
+                 "empty docs", "cleaned: 6 lines with undecodable bytes"):
     assert phrase in done, done
 
 
@@ -443,9 +443,11 @@ def test_unreadable_files_are_counted(cases, tmp_path, capsys, monkeypatch):
   (root / "locked_dir").mkdir(parents=True)
   (root / "locked_dir" / "hidden.txt").write_text("Never listed. Really.\n")
   for name in ("ok", "denied", "tf_denied", "fails_later"):
-    # The first document fits the first read; the second does not.
-    (root / f"{name}.txt").write_text(f"File {name} here.\n\n" +
-                                      "Second document. " * 20 + "\n")
+    # Ten short documents fit the first read; the long one does not.
+    (root / f"{name}.txt").write_text(
+        f"File {name} here.\n\n" +
+        "".join(f"Doc {i}.\n\n" for i in range(9)) +
+        "Long document. " * 40 + "\n")
   real_open, real_listdir = corpus._open, os.listdir
 
   class FailsLater:
@@ -482,7 +484,7 @@ def test_unreadable_files_are_counted(cases, tmp_path, capsys, monkeypatch):
     return real_listdir(path)
 
   monkeypatch.setattr(corpus, "_open", fake_open)
-  monkeypatch.setattr(corpus, "_READ_CHUNK", 64)
+  monkeypatch.setattr(corpus, "_READ_CHUNK", 256)
   monkeypatch.setattr(os, "listdir", fake_listdir)
   code, out, err = build(capsys, corpus_dir=root, vocab_file=VOCAB,
                          output_dir=tmp_path / "out", max_seq_length=SEQ,
@@ -490,10 +492,10 @@ def test_unreadable_files_are_counted(cases, tmp_path, capsys, monkeypatch):
   monkeypatch.undo()
   assert code == 0, err
   meta, _ = check_build(tmp_path / "out")
-  # denied, tf_denied, fails_later (its first document is still used) and
-  # locked_dir.
+  # denied, tf_denied, fails_later (its first documents are still used)
+  # and locked_dir.
   assert meta["skipped"]["unreadable_files"] == 4
-  assert meta["num_documents"] == 3
+  assert meta["num_documents"] == 11 + 10
   assert "4 unreadable files" in _done_line(out)
   assert err.count("warning: skipped") == 4 and "Permission denied" in err
   # Only unreadable files left: a one-line error, exit 2.
@@ -571,7 +573,7 @@ def test_cli_subprocesses(cases, tmp_path):
   procs = {
       name: subprocess.Popen(
           [sys.executable, script, "--corpus-dir", args[0], *args[1:],
-           *common, "--output-dir", str(tmp_path / name)],
+           *common, "--output-dir", str(tmp_path / f"{name}_out")],
           cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
           text=True)
       for name, args in runs.items()}
@@ -586,7 +588,7 @@ def test_cli_subprocesses(cases, tmp_path):
     results[name] = (proc.returncode, out, err)
   code, out, err = results["mixed"]
   assert code == 0, err
-  meta, _ = check_build(tmp_path / "mixed")
+  meta, _ = check_build(tmp_path / "mixed_out")
   assert meta["num_processes"] == 2
   assert meta["skipped"] == _expected_skipped(EXPECTED)
   assert "skipped: " in _done_line(out)
@@ -595,3 +597,25 @@ def test_cli_subprocesses(cases, tmp_path):
   assert err.count("\n") == 1 and err.startswith("error: corpus has no text")
   assert "2 without text" in err and "2 binary" in err
   assert not (tmp_path / "junk_out").exists()
+
+
+def test_long_sentence_fills_examples_in_order():
+  from pretrain.example_builder import ExampleBuilder
+  cls, sep, pad = 2, 3, 0
+  builder = ExampleBuilder(SEQ, cls, sep, pad, random.Random(0))
+  assert builder.add_sentence([10, 11]) is None  # pending before the long one
+  sentence = list(range(100, 1100))
+  examples = builder.add_long_sentence(sentence)
+  last = builder.end_document()
+  examples += [last] if last else []
+  tokens = []
+  for example in examples:
+    ids = example.input_ids
+    assert len(ids) == SEQ and ids[0] == cls and ids[example.length - 1] == sep
+    tokens += [t for t in ids[:example.length] if t not in (cls, sep)]
+  # Nothing trimmed, nothing reordered; the earlier sentence went out whole.
+  assert tokens == [10, 11] + sentence
+  assert examples[0].input_ids[:4] == [cls, 10, 11, sep]
+  assert len(examples) == 1 + -(-len(sentence) // (SEQ - 3))
+  # Short sentences take the usual path.
+  assert builder.add_long_sentence([5, 6]) == []

@@ -39,7 +39,7 @@ _GLOB_CHARS = "*?["
 
 # Undecodable bytes (already U+FFFD), C0/C1 controls other than whitespace,
 # and lone surrogates (from JSON "\ud800" escapes; TF cannot encode them).
-# BERT's basic tokenizer drops the same characters.
+# BERT's basic tokenizer drops these too.
 _JUNK = "\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffd"
 _JUNK_RE = re.compile(f"[{_JUNK}]")
 # Invisible format characters (soft hyphen, zero-width space, bidi marks,
@@ -61,12 +61,12 @@ class ReadStats:
   skipped_docs: int = 0  # documents with no text at all
   bad_byte_lines: int = 0  # lines with undecodable bytes (bytes dropped)
   long_lines_cut: int = 0  # lines over _MAX_LINE_BYTES, cut into pieces
-  binary_lines: int = 0  # lines of mostly junk bytes: dropped
+  binary_lines: int = 0  # lines of mostly junk (bad bytes, controls)
   malformed_json_lines: int = 0  # JSON Lines lines that do not parse
   json_lines_without_text: int = 0  # not an object or no string "text"
   lines_outside_docs: int = 0  # WikiExtractor text outside <doc> blocks
   files_without_text: int = 0  # readable, but not one document in them
-  binary_files: int = 0  # the head of the file is mostly junk bytes
+  binary_files: int = 0  # the file's head is mostly junk (or not UTF-8)
   unreadable_files: int = 0  # open/read/list failed, or not a regular file
   repeated_dirs: int = 0  # a directory reached again (symlink loop)
   problems: list = dataclasses.field(default_factory=list)  # "path: why"
@@ -101,12 +101,18 @@ def _io_errors():
   return (OSError, op_error) if op_error else (OSError,)
 
 
-def _walk_remote(path):
+def _walk_remote(path, stats):
   """All files under a gs:// (or similar) path, without recursion."""
   out, pending = [], [path]
   while pending:
     top = pending.pop()
-    for name in storage.listdir(top):
+    try:
+      names = storage.listdir(top)
+    except _io_errors() as e:
+      stats.unreadable_files += 1
+      stats.note_problem(top, e)
+      continue
+    for name in names:
       if name.startswith("."):
         continue
       child = storage.join(top, name.rstrip("/"))
@@ -163,7 +169,7 @@ def _walk(path, stats):
 def _expand(path, stats):
   """The files a corpus path or glob match stands for."""
   if "://" in path:
-    return _walk_remote(path) if storage.isdir(path) else [path]
+    return _walk_remote(path, stats) if storage.isdir(path) else [path]
   try:
     mode = os.stat(path).st_mode
   except OSError as e:
@@ -215,7 +221,7 @@ def find_files(corpus, exclude_dir=None, stats=None):
 def describe_skipped(stats):
   """A short account of the unusable files of `stats`, for messages."""
   parts = [(stats.files_without_text, "without text"),
-           (stats.binary_files, "binary"),
+           (stats.binary_files, "binary/non-UTF-8"),
            (stats.unreadable_files, "unreadable")]
   text = ", ".join(f"{n} {what}" for n, what in parts if n)
   if stats.repeated_dirs:
@@ -242,14 +248,22 @@ def _open(path):
   return storage.open_file(path, "rb") if "://" in path else open(path, "rb")
 
 
+class _BinaryFile(Exception):
+  """Raised on the first read of a file that is not text."""
+
+
 def _byte_lines(path, stats):
   """Yields the lines of a file as bytes, reading in large chunks."""
   with _open(path) as f:
     parts, size = [], 0  # the unfinished line
+    first = True
     while True:
       chunk = f.read(_READ_CHUNK)
       if not chunk:
         break
+      if first and is_binary(chunk[:_SNIFF_BYTES]):
+        raise _BinaryFile(path)
+      first = False
       newline = chunk.find(b"\n")
       if newline >= 0:
         parts.append(chunk[:newline])
@@ -314,11 +328,6 @@ def _text_lines(path, stats):
       yield cleaned
 
 
-def _head(path):
-  with _open(path) as f:
-    return f.read(_SNIFF_BYTES)
-
-
 def is_binary(head):
   """Whether the first bytes of a file look like binary data, not text."""
   if not head:
@@ -331,11 +340,14 @@ def is_binary(head):
 def _first_lines(path, count=8):
   """Up to `count` first non-blank lines (as text) of a file."""
   lines = []
-  for line in _text_lines(path, ReadStats()):
-    if line and line.strip():
-      lines.append(line.strip())
-      if len(lines) == count:
-        break
+  try:
+    for line in _text_lines(path, ReadStats()):
+      if line and line.strip():
+        lines.append(line.strip())
+        if len(lines) == count:
+          break
+  except _BinaryFile:
+    pass  # the reader will say so
   return lines
 
 
@@ -458,13 +470,13 @@ def read_documents(path, stats=None, fmt=None):
   stats = stats if stats is not None else ReadStats()
   yielded = False
   try:
-    if is_binary(_head(path)):
-      stats.binary_files += 1
-      return
     for doc in _READERS[fmt or detect_format(path)](path, stats):
       stats.docs += 1
       yielded = True
       yield doc
+  except _BinaryFile:
+    stats.binary_files += 1
+    return
   except _io_errors() as e:
     stats.unreadable_files += 1
     stats.note_problem(path, e)

@@ -67,7 +67,8 @@ class ElectraModel(PretrainingModel):
     labels = features["masked_lm_ids"]
     weights = ops.cast(features["masked_lm_weights"], "float32")
     mlm_logits = self._generator_logits(features, training)
-    mlm_loss, mlm_nll = losses.masked_lm_loss(mlm_logits, labels, weights)
+    mlm_loss, mlm_nll = losses.masked_lm_loss(
+        mlm_logits, labels, weights, features.get("masked_lm_denominator"))
     if self.generator is None:
       mlm_loss = ops.zeros(())
     mlm_predictions = ops.cast(ops.argmax(mlm_logits, axis=-1), "int32")
@@ -87,7 +88,8 @@ class ElectraModel(PretrainingModel):
                                 features["segment_ids"], training=training)
     disc_logits = ops.cast(self.discriminator_predictions(hidden), "float32")
     disc_loss, _ = losses.replaced_token_detection_loss(
-        disc_logits, disc_labels, input_mask)
+        disc_logits, disc_labels, input_mask,
+        features.get("input_mask_denominator"))
 
     disc_predictions = ops.cast(disc_logits > 0, "float32")
     return {

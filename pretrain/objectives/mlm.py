@@ -34,7 +34,8 @@ class MaskedLMModel(PretrainingModel):
                           training=training)
     hidden = gather_positions(hidden, features["masked_lm_positions"])
     logits = self.mlm_predictions(hidden, self.encoder.embeddings.token_table)
-    mlm_loss, nll = losses.masked_lm_loss(logits, labels, weights)
+    mlm_loss, nll = losses.masked_lm_loss(
+        logits, labels, weights, features.get("masked_lm_denominator"))
     predictions = ops.cast(ops.argmax(logits, axis=-1), "int32")
     return {
         "loss": mlm_loss,
