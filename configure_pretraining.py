@@ -87,6 +87,7 @@ class PretrainingConfig:
   num_eval_steps: int = 100
   shuffle_buffer_size: int = 10000
   input_sharding: str = "files"  # workers split "files", or slice "batches"
+  skip_corrupt_records: bool = False  # read damaged shards up to the damage
 
   # Hardware.
   mixed_precision: str = "auto"  # auto: bfloat16 on TPU/GPU(sm80+), else fp32

@@ -159,8 +159,10 @@ def make_dataset(config, meta, batch_size, is_training=True,
   if is_training:
     ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
   ds = ds.repeat()
-  ds = ds.interleave(tf.data.TFRecordDataset,
-                     cycle_length=min(len(files), 16),
+  read = tf.data.TFRecordDataset
+  if config.skip_corrupt_records:  # a damaged shard ends at its damage
+    read = lambda path: tf.data.TFRecordDataset(path).ignore_errors()  # noqa
+  ds = ds.interleave(read, cycle_length=min(len(files), 16),
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   if shard_files and len(files) < num_pipelines:
     ds = ds.shard(num_pipelines, pipeline_id)  # too few files: by record
@@ -197,13 +199,19 @@ def make_dataset(config, meta, batch_size, is_training=True,
   return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def find_corrupt_shards(files):
-  """Names the shards that fail to read (only called after a read error)."""
+def scan_shards(files):
+  """[(path, readable records, error)] for shards that fail to read."""
   bad = []
   for path in files:
+    count = 0
     try:
-      for _ in tf.data.TFRecordDataset(path).batch(4096):
-        pass
+      for batch in tf.data.TFRecordDataset(path).batch(4096):
+        count += int(tf.shape(batch)[0])
     except tf.errors.OpError as e:
-      bad.append(f"{path} ({e.message.splitlines()[0][:120]})")
+      bad.append((path, count, e.message.splitlines()[0][:120]))
   return bad
+
+
+def find_corrupt_shards(files):
+  """Names the shards that fail to read (only called after a read error)."""
+  return [f"{path} ({error})" for path, _, error in scan_shards(files)]

@@ -48,6 +48,8 @@ class Trainer:
                         f"the {self.num_replicas} replicas")
     self.meta = data.load_metadata(config)
     data.check_metadata(self.meta, config)
+    if config.skip_corrupt_records:
+      self._report_corrupt_shards()
     keras.utils.set_random_seed(config.seed)  # init, dropout, sampling
     self.precision = distribution.resolve_precision(config)
     distribution.set_precision(self.precision)
@@ -64,6 +66,18 @@ class Trainer:
     self.skipped_steps = 0
 
   # ---------------------------------------------------------------- setup
+  def _report_corrupt_shards(self):
+    """With skip_corrupt_records, says up front what will be skipped."""
+    bad = data.scan_shards(self.meta["files"])
+    for path, readable, error in bad:
+      print(f"warning: skipping the rest of {path} after record {readable} "
+            f"({error})", flush=True)
+    if bad:
+      print(f"skip_corrupt_records: {len(bad)} of {len(self.meta['files'])} "
+            f"shards are damaged; training reads what precedes the damage",
+            flush=True)
+    self.corrupt_shards = len(bad)
+
   def _prepare_model_dir(self):
     """Creates model_dir and records the config; on resume, checks it."""
     c = self.config

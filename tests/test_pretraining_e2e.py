@@ -425,3 +425,20 @@ def test_random_sigkills_never_lose_more_than_an_interval(data_dir,
   for key in expected:
     np.testing.assert_allclose(got[key], expected[key], rtol=1e-5,
                                atol=1e-6, err_msg=key)
+
+
+def test_corrupt_shard_can_be_skipped_and_counted(data_dir, tmp_path,
+                                                  capsys):
+  broken = tmp_path / "broken"
+  shutil.copytree(data_dir, broken, ignore=shutil.ignore_patterns("models"))
+  shard = sorted((broken / "pretrain_tfrecords").glob("pretrain_data*"))[1]
+  data = shard.read_bytes()
+  shard.write_bytes(data[:len(data) // 10] + b"\x00garbage" * 10)
+  run_pretraining.main(["--data-dir", str(broken), "--model-name", "m",
+                        "--skip-corrupt-records", "--hparams",
+                        hparams(num_train_steps=40)])
+  out = capsys.readouterr().out
+  assert re.search(rf"warning: skipping the rest of .*{shard.name} after "
+                   r"record \d+", out)
+  assert "1 of 4 shards are damaged" in out
+  assert len(losses_from(out)) == 4
