@@ -509,23 +509,6 @@ def test_unreadable_files_are_counted(cases, tmp_path, capsys, monkeypatch):
   assert "corpus has no text" in err and "3 unreadable" in err
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
-def test_chmod_000_file(tmp_path, capsys):
-  root = tmp_path / "corpus"
-  root.mkdir()
-  (root / "ok.txt").write_text(GOOD + "\n")
-  (root / "locked.txt").write_text(GOOD + "\n")
-  (root / "locked.txt").chmod(0)
-  try:
-    code, out, _ = build(capsys, corpus_dir=root, vocab_file=VOCAB,
-                         output_dir=tmp_path / "out", max_seq_length=SEQ,
-                         num_out_files=1)
-  finally:
-    (root / "locked.txt").chmod(0o644)
-  assert code == 0
-  assert "1 unreadable file" in _done_line(out)
-
-
 def test_huge_line_is_cut_without_breaking_characters(tmp_path, monkeypatch):
   monkeypatch.setattr(corpus, "_READ_CHUNK", 4096)
   monkeypatch.setattr(corpus, "_MAX_LINE_BYTES", 50_000)
