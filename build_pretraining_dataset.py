@@ -146,8 +146,7 @@ class _JobStats:
     self.seconds = 0.0  # time spent working, without process start-up
 
 
-def _example_bytes(example):
-  tf = import_tensorflow(with_text=True)
+def _example_bytes(example, tf):
   ex = tf.train.Example()
   feature = ex.features.feature
   feature["input_ids"].int64_list.value.extend(example.input_ids)
@@ -200,7 +199,7 @@ def run_job(job, tokenizer=None, log=print):
     if example is None:
       return
     shard = stats.examples % len(writers)
-    writers[shard].write(_example_bytes(example))
+    writers[shard].write(_example_bytes(example, tf))
     stats.shard_examples[shard] += 1
     stats.examples += 1
     stats.single_segment += example.single_segment

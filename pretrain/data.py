@@ -159,9 +159,11 @@ def make_dataset(config, meta, batch_size, is_training=True,
   if is_training:
     ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
   ds = ds.repeat()
-  read = tf.data.TFRecordDataset
-  if config.skip_corrupt_records:  # a damaged shard ends at its damage
-    read = lambda path: tf.data.TFRecordDataset(path).ignore_errors()  # noqa
+  def read(path):
+    records = tf.data.TFRecordDataset(path)
+    # With skip_corrupt_records a damaged shard simply ends at its damage.
+    return records.ignore_errors() if config.skip_corrupt_records else records
+
   ds = ds.interleave(read, cycle_length=min(len(files), 16),
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   if shard_files and len(files) < num_pipelines:

@@ -76,7 +76,6 @@ class Trainer:
       print(f"skip_corrupt_records: {len(bad)} of {len(self.meta['files'])} "
             f"shards are damaged; training reads what precedes the damage",
             flush=True)
-    self.corrupt_shards = len(bad)
 
   def _prepare_model_dir(self):
     """Creates model_dir and records the config; on resume, checks it."""
@@ -281,13 +280,12 @@ class Trainer:
     checkpoint = self._checkpoint(iterator if saves_position else None)
     manager = self._checkpoint_manager(checkpoint)
     self.restore(checkpoint)
-    resumed_at = int(self.optimizer.iterations.numpy())
-    if not saves_position and resumed_at:
+    step = int(self.optimizer.iterations.numpy())
+    if not saves_position and step:
       iterator = iter(self._distributed_dataset(c.train_batch_size, True,
-                                                start_step=resumed_at))
+                                                start_step=step))
     train_loop = self._build_train_loop()
     writer = self._summary_writer("train")
-    step = int(self.optimizer.iterations.numpy())
     if step >= c.num_train_steps:
       print(f"already trained: step {step} >= num_train_steps "
             f"{c.num_train_steps}", flush=True)

@@ -19,8 +19,8 @@ VOCAB = REPO / "sample_data" / "vocab.txt"
 SEQ = 64
 
 
-def build(capsys=None, **flags):
-  """Runs main() in-process; returns (exit code, stderr if captured)."""
+def run_builder(**flags):
+  """Runs main() in-process with `key=value` flags; returns the exit code."""
   argv = []
   for key, value in flags.items():
     flag = "--" + key.replace("_", "-")
@@ -31,34 +31,37 @@ def build(capsys=None, **flags):
     else:
       argv += [flag, str(value)]
   try:
-    code = bpd.main(argv)
+    return bpd.main(argv)
   except SystemExit as e:
-    code = e.code
+    return e.code
+
+
+def build(capsys=None, **flags):
+  """Runs main() in-process; returns (exit code, stderr if captured)."""
+  code = run_builder(**flags)
   err = capsys.readouterr().err if capsys else None
   return code, err
 
 
 def read_examples(out_dir, seq_len=SEQ):
-  """Parses every shard back with tf.data; returns stacked numpy arrays."""
+  """Parses every shard back with tf.data; returns stacked numpy arrays and
+  the number of records per shard."""
   import tensorflow as tf
-  files = sorted(str(p) for p in pathlib.Path(out_dir).glob(
-      "pretrain_data.tfrecord-*"))
   spec = {name: tf.io.FixedLenFeature([seq_len], tf.int64)
           for name in bpd.FEATURES}
   rows = {name: [] for name in bpd.FEATURES}
   per_file = {}
-  for path in files:
-    dataset = tf.data.TFRecordDataset(path).map(
-        lambda r: tf.io.parse_single_example(r, spec))
+  for path in sorted(pathlib.Path(out_dir).glob("pretrain_data.tfrecord-*")):
     count = 0
-    for example in dataset:
+    for batch in tf.data.TFRecordDataset(str(path)).batch(4096):
+      parsed = tf.io.parse_example(batch, spec)
       for name in bpd.FEATURES:
-        assert example[name].dtype == tf.int64
-        assert example[name].shape == (seq_len,)
-        rows[name].append(example[name].numpy())
-      count += 1
-    per_file[pathlib.Path(path).name] = count
-  arrays = {k: np.stack(v) if v else np.zeros((0, seq_len), np.int64)
+        assert parsed[name].dtype == tf.int64
+        assert parsed[name].shape[1:] == (seq_len,)
+        rows[name].append(parsed[name].numpy())
+      count += int(batch.shape[0])
+    per_file[path.name] = count
+  arrays = {k: np.concatenate(v) if v else np.zeros((0, seq_len), np.int64)
             for k, v in rows.items()}
   return arrays, per_file
 

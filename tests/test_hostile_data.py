@@ -30,6 +30,8 @@ sys.path.insert(0, str(REPO))
 
 import build_pretraining_dataset as bpd  # noqa: E402
 import configure_pretraining  # noqa: E402
+from tests.test_build_pretraining_dataset import read_examples  # noqa: E402
+from tests.test_build_pretraining_dataset import run_builder  # noqa: E402
 from util import corpus  # noqa: E402
 
 VOCAB = REPO / "sample_data" / "vocab.txt"
@@ -213,42 +215,10 @@ def cases(tmp_path_factory):
 
 def build(capsys, **flags):
   """Runs main() in-process; returns (exit code, stdout, stderr)."""
-  argv = []
-  for key, value in flags.items():
-    flag = "--" + key.replace("_", "-")
-    if value is True:
-      argv.append(flag)
-    elif value is False:
-      argv.append("--no-" + flag[2:])
-    else:
-      argv += [flag, str(value)]
-  try:
-    code = bpd.main(argv)
-  except SystemExit as e:
-    code = e.code
+  code = run_builder(**flags)
   out, err = capsys.readouterr()
   assert "Traceback" not in err, err
   return code, out, err
-
-
-def _read_shards(out_dir, seq):
-  """All records of all shards as numpy arrays, plus records per shard."""
-  import tensorflow as tf
-  spec = {name: tf.io.FixedLenFeature([seq], tf.int64)
-          for name in bpd.FEATURES}
-  rows = {name: [] for name in bpd.FEATURES}
-  per_shard = {}
-  for path in sorted(out_dir.glob("pretrain_data.tfrecord-*")):
-    count = 0
-    for batch in tf.data.TFRecordDataset(str(path)).batch(4096):
-      parsed = tf.io.parse_example(batch, spec)
-      for name in bpd.FEATURES:
-        rows[name].append(parsed[name].numpy())
-      count += int(batch.shape[0])
-    per_shard[path.name] = count
-  arrays = {k: np.concatenate(v) if v else np.zeros((0, seq), np.int64)
-            for k, v in rows.items()}
-  return arrays, per_shard
 
 
 def _train_through_pipeline(out_dir, meta, seq):
@@ -282,7 +252,7 @@ def check_build(out_dir, seq=SEQ):
   assert meta["max_seq_length"] == seq
   assert set(meta["skipped"]) == set(bpd.SKIP_REASONS)
   assert all(isinstance(n, int) and n >= 0 for n in meta["skipped"].values())
-  arrays, per_shard = _read_shards(out_dir, seq)
+  arrays, per_shard = read_examples(out_dir, seq)
   ids, mask, seg = (arrays[k] for k in bpd.FEATURES)
   n = meta["num_examples"]
   assert n > 0 and ids.shape == mask.shape == seg.shape == (n, seq)

@@ -4,55 +4,52 @@ Uses `tf.io.gfile` when TensorFlow is importable, else the local filesystem
 (the GPU machines carry JAX but no TensorFlow).
 """
 
+import functools
 import glob as _glob
 import os
 import shutil
 
-_GFILE = []
-
-
-def _gfile_or_none():
+@functools.cache
+def _gfile():
   """tf.io.gfile, imported on first use (quietly), or None without TF."""
-  if not _GFILE:
-    try:
-      from util.tf_quiet import import_tensorflow
-      _GFILE.append(import_tensorflow().io.gfile)
-    except ImportError:  # TF-free machines (the GPU boxes carry only JAX)
-      _GFILE.append(None)
-  return _GFILE[0]
+  try:
+    from util.tf_quiet import import_tensorflow
+    return import_tensorflow().io.gfile
+  except ImportError:  # TF-free machines (the GPU boxes carry only JAX)
+    return None
 
 
 def exists(path):
-  _gfile = _gfile_or_none()
-  return _gfile.exists(path) if _gfile else os.path.exists(path)
+  gfile = _gfile()
+  return gfile.exists(path) if gfile else os.path.exists(path)
 
 
 def isdir(path):
-  _gfile = _gfile_or_none()
-  return _gfile.isdir(path) if _gfile else os.path.isdir(path)
+  gfile = _gfile()
+  return gfile.isdir(path) if gfile else os.path.isdir(path)
 
 
 def makedirs(path):
-  _gfile = _gfile_or_none()
-  if _gfile:
-    _gfile.makedirs(path)
+  gfile = _gfile()
+  if gfile:
+    gfile.makedirs(path)
   else:
     os.makedirs(path, exist_ok=True)
 
 
 def listdir(path):
-  _gfile = _gfile_or_none()
-  return sorted(_gfile.listdir(path) if _gfile else os.listdir(path))
+  gfile = _gfile()
+  return sorted(gfile.listdir(path) if gfile else os.listdir(path))
 
 
 def glob(pattern):
-  _gfile = _gfile_or_none()
-  return sorted(_gfile.glob(pattern) if _gfile else _glob.glob(pattern))
+  gfile = _gfile()
+  return sorted(gfile.glob(pattern) if gfile else _glob.glob(pattern))
 
 
 def open_file(path, mode="r"):
-  _gfile = _gfile_or_none()
-  return _gfile.GFile(path, mode) if _gfile else open(path, mode)
+  gfile = _gfile()
+  return gfile.GFile(path, mode) if gfile else open(path, mode)
 
 
 def read_text(path):
@@ -62,7 +59,6 @@ def read_text(path):
 
 def write_text_atomic(path, text):
   """Writes to a temporary name, then renames: readers never see half."""
-  _gfile = _gfile_or_none()
   tmp = path + ".tmp"
   with open_file(tmp, "w") as f:
     f.write(text)
@@ -70,9 +66,9 @@ def write_text_atomic(path, text):
 
 
 def rename(src, dst, overwrite=False):
-  _gfile = _gfile_or_none()
-  if _gfile:
-    _gfile.rename(src, dst, overwrite=overwrite)
+  gfile = _gfile()
+  if gfile:
+    gfile.rename(src, dst, overwrite=overwrite)
   else:
     if not overwrite and os.path.exists(dst):
       raise FileExistsError(dst)
@@ -80,24 +76,24 @@ def rename(src, dst, overwrite=False):
 
 
 def remove(path):
-  _gfile = _gfile_or_none()
-  if _gfile:
-    _gfile.remove(path)
+  gfile = _gfile()
+  if gfile:
+    gfile.remove(path)
   else:
     os.remove(path)
 
 
 def rmtree(path):
-  _gfile = _gfile_or_none()
-  if _gfile:
-    _gfile.rmtree(path)
+  gfile = _gfile()
+  if gfile:
+    gfile.rmtree(path)
   else:
     shutil.rmtree(path)
 
 
 def size(path):
-  _gfile = _gfile_or_none()
-  return _gfile.stat(path).length if _gfile else os.path.getsize(path)
+  gfile = _gfile()
+  return gfile.stat(path).length if gfile else os.path.getsize(path)
 
 
 def join(*parts):

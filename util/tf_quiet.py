@@ -7,7 +7,7 @@ ELECTRA_TF_VERBOSE=1 to see them.
 
 import os
 
-_DONE = {}  # with_text -> imported already
+_QUIETED = set()  # modules already imported behind a muted stderr
 
 
 def import_tensorflow(with_text=False):
@@ -15,7 +15,8 @@ def import_tensorflow(with_text=False):
 
   with_text also imports tensorflow_text, whose kernels log the banner again.
   """
-  if _DONE.get(with_text) or os.environ.get("ELECTRA_TF_VERBOSE"):
+  wanted = {"tensorflow", "tensorflow_text"} if with_text else {"tensorflow"}
+  if wanted <= _QUIETED or os.environ.get("ELECTRA_TF_VERBOSE"):
     import tensorflow as tf
     if with_text:
       import tensorflow_text  # noqa: F401
@@ -27,8 +28,7 @@ def import_tensorflow(with_text=False):
     tf.config.list_physical_devices()  # the CUDA probe logs here
     if with_text:
       import tensorflow_text  # noqa: F401
-    _DONE[with_text] = True
-    _DONE[False] = True
+    _QUIETED.update(wanted)
     return tf
   finally:
     os.dup2(saved, 2)
