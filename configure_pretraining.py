@@ -11,7 +11,12 @@ from typing import Optional
 
 from util.errors import UserError
 
-OBJECTIVES = ("electra", "mlm")
+# Each objective and the paper section it implements: see the table in
+# pretrain/objectives/__init__.py (and the README).
+OBJECTIVES = ("electra", "mlm", "electric", "script", "electra_15",
+              "replace_mlm", "all_tokens_mlm")
+WEIGHT_SHARING = ("embeddings", "none", "all", "gdes")
+TRAINING_ALGORITHMS = ("joint", "two_stage", "adversarial")
 MASK_SCHEMES = ("electra", "bert")
 OPTIMIZERS = ("adamw", "lamb")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
@@ -37,20 +42,32 @@ class PretrainingConfig:
   debug: bool = False  # tiny model and few steps, for trying things out
   seed: int = 1234
 
-  # Objective (ELECTRA paper section 2; Table 6).
+  # Objective (ELECTRA paper section 2; Table 6). One of: electra, mlm,
+  # electric, script, electra_15, replace_mlm, all_tokens_mlm.
   objective: str = "electra"
   electra_objective: bool = True  # original's switch: False = BERT MLM
-  gen_weight: float = 1.0
-  disc_weight: float = 50.0
+  electric_objective: bool = False  # original's switch: True = Electric
+  gen_weight: float = 1.0  # generator (MLM) loss weight
+  disc_weight: float = 50.0  # discriminator loss weight; SCRIPT's alpha
   mask_prob: float = 0.15
   mask_scheme: str = ""  # "electra": [MASK] or keep; "bert": 80/10/10
   mask_replace_prob: float = 0.85  # electra scheme: share of picks -> [MASK]
   max_predictions_per_seq: Optional[int] = None  # (mask_prob+.005)*seq_len
-  temperature: float = 1.0
-  disallow_correct: bool = False
-  uniform_generator: bool = False
-  untied_generator_embeddings: bool = False
-  untied_generator: bool = True  # False: generator = discriminator weights
+  temperature: float = 1.0  # generator (SCRIPT: Gumbel) sampling temperature
+  disallow_correct: bool = False  # never sample the original token
+  uniform_generator: bool = False  # samples uniform over the vocabulary
+  unigram_generator: bool = False  # samples by the dataset's token counts
+  two_tower_generator: bool = False  # Electric's cloze generator (ELECTRA-TT)
+  # Generator/discriminator weights: embeddings (shared, default), none,
+  # all (one encoder; same-size generator), gdes (DeBERTa-V3: discriminator
+  # embeddings = stop_gradient(shared) + a zero-initialised delta).
+  weight_sharing: str = ""
+  untied_generator_embeddings: bool = False  # original's: = weight_sharing none
+  untied_generator: bool = True  # original's: False = weight_sharing all
+  # joint (default), two_stage (generator, then discriminator initialised
+  # from it) or adversarial (generator by REINFORCE; ELECTRA appendix F).
+  training_algorithm: str = "joint"
+  two_stage_generator_steps: int = 0  # stage one's steps; 0 = half the run
 
   # Model sizes (Table 5.1).
   model_size: str = "small"
@@ -62,6 +79,7 @@ class PretrainingConfig:
   generator_ffn_size: Optional[float] = None  # default: = hidden multiplier
   generator_heads: Optional[float] = None  # default: = hidden multiplier
   generator_layers: float = 1.0
+  cross_layer_sharing: bool = False  # ALBERT-style: one layer's weights, N x
 
   # Optimization (Table 6).
   optimizer: str = "adamw"
@@ -106,12 +124,26 @@ class PretrainingConfig:
 
   def resolve(self):
     """Fills derived defaults once all overrides are in."""
-    if not self.electra_objective:  # the original release's switch
+    if not self.electra_objective:  # the original release's switches
       self.objective = "mlm"
+    if self.electric_objective:
+      self.objective = "electric"
+    if self.objective == "electric":  # q must be a two-tower cloze model
+      self.two_tower_generator = True
+    if not self.weight_sharing:
+      self.weight_sharing = (
+          "all" if not self.untied_generator else
+          "none" if self.untied_generator_embeddings else "embeddings")
+    if (self.training_algorithm == "two_stage" and
+        not self.two_stage_generator_steps):
+      self.two_stage_generator_steps = self.num_train_steps // 2
+    if self.cross_layer_sharing:
+      self.model_hparam_overrides = dict(self.model_hparam_overrides,
+                                         share_layers=True)
     # Each objective's own masking by default (ELECTRA paper section 2 and
     # appendix A; BERT's 80/10/10).
     self.mask_scheme = self.mask_scheme or (
-        "bert" if self.objective == "mlm" else "electra")
+        "bert" if self.objective in ("mlm", "script") else "electra")
     if self.use_tpu:
       self.strategy = "tpu"
     if self.max_predictions_per_seq is None:
@@ -146,7 +178,9 @@ class PretrainingConfig:
       raise UserError("--model-name is required")
     choices = (("objective", OBJECTIVES), ("mask_scheme", MASK_SCHEMES),
                ("optimizer", OPTIMIZERS), ("mixed_precision", PRECISIONS),
-               ("strategy", STRATEGIES), ("input_sharding", INPUT_SHARDING))
+               ("strategy", STRATEGIES), ("input_sharding", INPUT_SHARDING),
+               ("weight_sharing", WEIGHT_SHARING),
+               ("training_algorithm", TRAINING_ALGORITHMS))
     for name, allowed in choices:
       if getattr(self, name) not in allowed:
         raise UserError(f"hparam '{name}' must be one of {', '.join(allowed)}"
@@ -173,12 +207,49 @@ class PretrainingConfig:
       raise UserError("num_warmup_steps and weight_decay_rate must be >= 0")
     if not self.do_train and not self.do_eval:
       raise UserError("nothing to do: both do_train and do_eval are false")
-    if not self.untied_generator and self.generator_hidden_size != 1.0:
-      raise UserError("untied_generator=false shares all weights, so it "
-                      "needs generator_hidden_size=1.0")
-    if not self.untied_generator:
-      raise UserError("untied_generator=false (one shared model) is not "
-                      "available in this version")
+    self._validate_generator()
+
+  def _validate_generator(self):
+    """Combinations of generator options that cannot work, named."""
+    same_size = all(getattr(self, f"generator_{k}") in (None, 1.0) for k in
+                    ("hidden_size", "ffn_size", "heads", "layers"))
+    if self.uniform_generator and self.unigram_generator:
+      raise UserError("choose one of uniform_generator and unigram_generator")
+    fixed = self.uniform_generator or self.unigram_generator
+    if self.two_tower_generator and self.objective in ("script", "mlm"):
+      raise UserError(f"objective {self.objective} has no generator network "
+                      "to make two-tower")
+    if fixed and self.objective in ("electric", "script", "mlm"):
+      raise UserError(f"objective {self.objective} has no use for "
+                      "uniform_generator/unigram_generator")
+    if fixed and self.training_algorithm != "joint":
+      raise UserError(f"training_algorithm {self.training_algorithm} trains "
+                      "a generator; a uniform/unigram one has nothing to train")
+    if self.weight_sharing == "all" and not same_size:
+      raise UserError("weight_sharing=all (untied_generator=false) uses one "
+                      "encoder for both, so the generator_* multipliers must "
+                      "be 1.0")
+    if self.weight_sharing == "all" and self.two_tower_generator:
+      raise UserError("weight_sharing=all cannot share a bidirectional "
+                      "encoder with a two-tower generator")
+    if self.training_algorithm == "two_stage":
+      if not same_size:
+        raise UserError("training_algorithm=two_stage initialises the "
+                        "discriminator from the generator, so the generator_* "
+                        "multipliers must be 1.0 (ELECTRA section 3.2)")
+      if self.weight_sharing == "all" or self.two_tower_generator:
+        raise UserError("training_algorithm=two_stage needs separate "
+                        "generator and discriminator encoders (weight_sharing "
+                        "embeddings, none or gdes; no two-tower generator)")
+      if not 0 <= self.two_stage_generator_steps < self.num_train_steps:
+        raise UserError("two_stage_generator_steps must be in [0, "
+                        "num_train_steps)")
+    if self.training_algorithm != "joint" and self.objective not in (
+        "electra", "electra_15"):
+      raise UserError(f"training_algorithm {self.training_algorithm} is for "
+                      "objective electra (or electra_15)")
+    if self.training_algorithm == "adversarial" and self.two_tower_generator:
+      raise UserError("adversarial training needs a masked-LM generator")
 
 
 def load_config(argv=None):

@@ -26,6 +26,7 @@ class TransformerConfig:
   type_vocab_size: int = 2
   initializer_range: float = 0.02
   layer_norm_eps: float = 1e-12
+  share_layers: bool = False  # ALBERT/Lite ELECTRA: one layer's weights, N x
 
   def __post_init__(self):
     for name in ("vocab_size", "hidden_size", "num_hidden_layers",

@@ -75,6 +75,45 @@ class Embeddings(layers.Layer):
     return self.dropout(self.layer_norm(x), training=training)
 
 
+class DisentangledEmbeddings(Embeddings):
+  """DeBERTa-V3's gradient-disentangled embedding sharing (GDES).
+
+  Each table is stop_gradient(shared table) + a zero-initialised delta of
+  its own, so the discriminator's loss moves only the deltas while the
+  generator's MLM loss alone trains the shared tables. LayerNorm is its own.
+  """
+
+  def __init__(self, config, shared, **kwargs):
+    super().__init__(config, **kwargs)
+    self.shared = shared
+    for table in ("word", "position", "token_type"):
+      getattr(self, f"{table}_embeddings").embeddings_initializer = (
+          keras.initializers.Zeros())
+
+  def build(self, input_shape):
+    if not self.shared.built:
+      self.shared.build(input_shape)
+    super().build(input_shape)
+
+  def _table(self, name):
+    own = getattr(self, name).embeddings
+    return ops.stop_gradient(getattr(self.shared, name).embeddings) + own
+
+  @property
+  def token_table(self):
+    return self._table("word_embeddings")
+
+  def call(self, input_ids, segment_ids=None, training=None):
+    seq_len = ops.shape(input_ids)[1]
+    if segment_ids is None:
+      segment_ids = ops.zeros_like(input_ids)
+    x = (ops.take(self._table("word_embeddings"), input_ids, axis=0) +
+         ops.take(self._table("position_embeddings"),
+                  ops.arange(seq_len, dtype="int32"), axis=0)[None] +
+         ops.take(self._table("token_type_embeddings"), segment_ids, axis=0))
+    return self.dropout(self.layer_norm(x), training=training)
+
+
 def attention_mask(input_mask, causal=None):
   """Boolean [B, 1, T|1, T] mask: padding keys off, plus an optional
   left-to-right ("l2r") or right-to-left ("r2l") causal mask."""
@@ -85,7 +124,10 @@ def attention_mask(input_mask, causal=None):
   rows = ops.expand_dims(ops.arange(seq_len), 1)
   cols = ops.expand_dims(ops.arange(seq_len), 0)
   tri = cols <= rows if causal == "l2r" else cols >= rows
-  return ops.logical_and(mask, tri[None, None])
+  # Every query may see itself, so a padding query of the right-to-left
+  # tower (no real key at or after it) never has an all-masked row.
+  return ops.logical_or(ops.logical_and(mask, tri[None, None]),
+                        ops.equal(rows, cols)[None, None])
 
 
 class SelfAttention(layers.Layer):
@@ -191,9 +233,12 @@ class Encoder(layers.Layer):
       self.embeddings_project = layers.Dense(
           config.hidden_size, kernel_initializer=initializer(config),
           name="embeddings_project")
+    # Cross-layer sharing (ALBERT; the Lite ELECTRA report): one layer's
+    # weights applied num_hidden_layers times.
+    num_distinct = 1 if config.share_layers else config.num_hidden_layers
     self.transformer_layers = [
         TransformerLayer(config, name=f"layer_{i}")
-        for i in range(config.num_hidden_layers)]
+        for i in range(num_distinct)]
 
   def build(self, input_shape):
     if not self.embeddings.built:
@@ -212,6 +257,7 @@ class Encoder(layers.Layer):
     if self.embeddings_project is not None:
       x = self.embeddings_project(x)
     mask = attention_mask(input_mask, self.causal)
-    for layer in self.transformer_layers:
+    for i in range(self.config.num_hidden_layers):
+      layer = self.transformer_layers[i % len(self.transformer_layers)]
       x = layer(x, mask, training=training)
     return x

@@ -15,9 +15,11 @@ class MaskedLMHead(layers.Layer):
   projection never runs where its output would be thrown away.
   """
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, config, input_size=None, **kwargs):
     super().__init__(**kwargs)
     self.config = config
+    # A two-tower generator feeds concatenated states: 2 x hidden_size.
+    self.input_size = input_size or config.hidden_size
     self.dense = layers.Dense(
         config.embedding_size, activation=activation(config.hidden_act),
         kernel_initializer=initializer(config), name="dense")
@@ -25,7 +27,7 @@ class MaskedLMHead(layers.Layer):
         epsilon=config.layer_norm_eps, name="LayerNorm")
 
   def build(self, input_shape):
-    self.dense.build((None, self.config.hidden_size))
+    self.dense.build((None, self.input_size))
     self.layer_norm.build((None, self.config.embedding_size))
     self.output_bias = self.add_weight(
         shape=(self.config.vocab_size,), initializer="zeros",

@@ -106,6 +106,28 @@ def check_metadata(meta, config):
     raise UserError(f"special token ids {bad} out of range in {where}")
 
 
+def load_token_counts(meta):
+  """Per-id token counts that build_pretraining_dataset.py wrote (for a
+  unigram generator)."""
+  name = meta.get("token_counts_file")
+  path = (os.path.join(os.path.dirname(meta["files"][0]), name) if name
+          else None)
+  if not path or not storage.exists(path):
+    raise UserError("unigram_generator needs the dataset's token counts "
+                    "(token_counts.txt, written by build_pretraining_dataset"
+                    f".py); none found beside {meta['files'][0]}")
+  try:
+    counts = [int(line) for line in storage.read_text(path).split()]
+  except ValueError:
+    raise UserError(f"{path} is not one integer count per line") from None
+  if len(counts) != meta["vocab_size"]:
+    raise UserError(f"{path} has {len(counts)} counts for a vocabulary of "
+                    f"{meta['vocab_size']}")
+  if sum(counts) <= 0:
+    raise UserError(f"{path} counts no tokens")
+  return counts
+
+
 def masking_config(config, meta):
   ids = meta["special_ids"]
   return masking.MaskingConfig(

@@ -49,3 +49,77 @@ def weighted_accuracy(predictions, labels, weights):
   hits = ops.cast(ops.equal(ops.cast(predictions, "int32"),
                             ops.cast(labels, "int32")), "float32")
   return ops.sum(weights * hits) / (ops.sum(weights) + 1e-6)
+
+
+def weighted_mean(values, weights, denominator=None):
+  """sum(w * values) / (denominator or sum(w)), as every loss here."""
+  return _mean(ops.cast(values, "float32"), ops.cast(weights, "float32"),
+               denominator)
+
+
+def log_softmax_at(logits, ids):
+  """log softmax(logits)[..., ids]: [..., V], [...] -> [...] (float32)."""
+  logits = ops.cast(logits, "float32")
+  picked = ops.take_along_axis(
+      logits, ops.expand_dims(ops.cast(ids, "int32"), -1), axis=-1)
+  return ops.squeeze(picked, -1) - ops.logsumexp(logits, axis=-1)
+
+
+def electric_logits(energy, log_q, num_noise, num_tokens):
+  """Electric's binary "noise" logit (Electric paper sections 2.2, 2.5):
+
+    E(x)_t + log(k q(x_t | context) / (n - k))
+
+  energy, log_q [B, T] (log q of the token shown at t, gradient stopped);
+  num_noise k and num_tokens n are per sequence [B].
+  """
+  k = ops.cast(num_noise, "float32")
+  n_minus_k = ops.maximum(ops.cast(num_tokens, "float32") - k, 1.0)
+  ratio = ops.log(ops.maximum(k, 1e-6)) - ops.log(n_minus_k)
+  return (ops.cast(energy, "float32") + ops.stop_gradient(log_q) +
+          ops.expand_dims(ratio, -1))
+
+
+def self_critic_logits(logits):
+  """SCRIPT's critic as a binary "replaced" logit (SCRIPT section 2).
+
+  p(real) = S / (S + 1), S = sum_v exp(s_tv), so log-odds(replaced) is
+  -log S = -logsumexp(s_t): stable in log space. logits [..., V] -> [...].
+  """
+  return -ops.logsumexp(ops.cast(logits, "float32"), axis=-1)
+
+
+def log_sigmoid(x):
+  return -ops.softplus(-x)
+
+
+def copy_mechanism_nll(logits, copy_logits, input_ids, targets):
+  """All-Tokens MLM (ELECTRA section 3.5): -log p(target) under
+  p = D * onehot(input) + (1 - D) * softmax(logits), D = sigmoid(copy).
+
+  Computed as a logaddexp of the two branches, so it is stable for D near
+  0 or 1. logits [B, T, V]; copy_logits, input_ids, targets [B, T].
+  """
+  copy_logits = ops.cast(copy_logits, "float32")
+  vocab_term = log_sigmoid(-copy_logits) + log_softmax_at(logits, targets)
+  same = ops.equal(ops.cast(input_ids, "int32"), ops.cast(targets, "int32"))
+  copy_term = ops.where(same, log_sigmoid(copy_logits), -1e30)
+  return -ops.logaddexp(vocab_term, copy_term)
+
+
+def reinforce_losses(log_prob_samples, disc_token_loss, baseline_logits):
+  """Adversarial generator training (ELECTRA appendix F), per position.
+
+  The generator maximises the discriminator's loss on its samples. With
+  R = log D(correct decision) = -disc_token_loss as appendix F writes it,
+  the generator's reward is -R; the learned baseline b = log sigmoid(w^T h)
+  predicts R (trained by cross-entropy against exp(R)). Returns
+  (policy-gradient loss, baseline loss), both [B, P], to be averaged.
+  """
+  reward = -ops.stop_gradient(ops.cast(disc_token_loss, "float32"))  # R
+  baseline_logits = ops.cast(baseline_logits, "float32")
+  baseline = ops.stop_gradient(log_sigmoid(baseline_logits))  # b
+  # Minimising (R - b) log p raises p where the discriminator was fooled.
+  policy = (reward - baseline) * log_prob_samples
+  baseline_loss = sigmoid_cross_entropy(baseline_logits, ops.exp(reward))
+  return policy, baseline_loss

@@ -32,7 +32,8 @@ def mask_batch(features, config, seed):
     seed: int32 [2] stateless seed.
 
   Returns:
-    features plus `masked_input_ids` [B, T], `masked_lm_positions`,
+    features plus `masked_input_ids` [B, T], `scoring_mask` (float32
+    [B, T], 1 at real non-special tokens), `masked_lm_positions`,
     `masked_lm_ids` (int32 [B, P]) and `masked_lm_weights` (float32 [B, P],
     0 where a row had fewer than P picks).
   """
@@ -81,5 +82,7 @@ def mask_batch(features, config, seed):
   masked_ids = tf.where(replaced > 0,
                         tf.reduce_sum(hits * shown[..., None], axis=1), ids)
   return dict(features, masked_input_ids=masked_ids,
+              # Tokens a pseudo-log-likelihood sums over: no [CLS]/[SEP].
+              scoring_mask=tf.cast(candidates, tf.float32),
               masked_lm_positions=positions, masked_lm_ids=targets,
               masked_lm_weights=weights)

@@ -21,6 +21,7 @@ from pretrain import data
 from pretrain import distribution
 from pretrain import optimization
 from pretrain.objectives import build_model
+from util import flops
 from util import storage
 from util.errors import UserError
 
@@ -30,7 +31,8 @@ ARCHITECTURE_KEYS = (
     "objective", "model_size", "model_hparam_overrides", "vocab_size",
     "max_seq_length", "generator_hidden_size", "generator_ffn_size",
     "generator_heads", "generator_layers", "uniform_generator",
-    "untied_generator_embeddings", "untied_generator", "optimizer")
+    "unigram_generator", "two_tower_generator", "weight_sharing",
+    "cross_layer_sharing", "training_algorithm", "optimizer")
 
 
 class Trainer:
@@ -54,8 +56,11 @@ class Trainer:
     self.precision = distribution.resolve_precision(config)
     distribution.set_precision(self.precision)
     self._prepare_model_dir()
+    counts = (data.load_token_counts(self.meta) if config.unigram_generator
+              else None)
     with self.strategy.scope():
-      self.model = build_model(config)
+      self.model = build_model(config, counts,
+                               self.meta["special_ids"].values())
       self.model.build_variables()
       self.optimizer = optimization.create_optimizer(config)
       optimization.build_optimizer(self.optimizer,
@@ -177,7 +182,7 @@ class Trainer:
       loss = outputs["loss"] / self.num_replicas
       if self.precision == "float16":
         loss = self.optimizer.scale_loss(loss)
-    variables = self.model.trainable_variables
+    variables = self.model.variables_to_train()
     grads = tape.gradient(loss, variables)
     logs = {k: tf.cast(outputs[k], tf.float32) for k in self.model.LOG_KEYS}
     return grads, logs
@@ -189,7 +194,7 @@ class Trainer:
     # row by row before summing them, so its second moment comes out far
     # too small; summing into a dense gradient first keeps Adam exact.
     grads = [tf.convert_to_tensor(g) for g in grads]
-    variables = self.model.trainable_variables
+    variables = self.model.variables_to_train()
     if self.precision == "float16":  # the loss-scale optimizer clips/skips
       norm = tf.linalg.global_norm(grads)
       self.optimizer.apply(grads, variables)
@@ -284,6 +289,9 @@ class Trainer:
     if not saves_position and step:
       iterator = iter(self._distributed_dataset(c.train_batch_size, True,
                                                 start_step=step))
+    switch = self._stage_switch_step()
+    if switch is not None and step >= switch:
+      self.model.set_stage(2)  # the checkpoint holds stage two's weights
     train_loop = self._build_train_loop()
     writer = self._summary_writer("train")
     if step >= c.num_train_steps:
@@ -294,6 +302,10 @@ class Trainer:
           f"{self.num_replicas} replica(s), "
           f"{count_params(self.model):,} parameters) from step {step} to "
           f"{c.num_train_steps}", flush=True)
+    # ELECTRA appendix E's convention, as the paper's Table 1 counts.
+    print(f"FLOPs: {flops.train_flops_per_step(c):.3g} per step, "
+          f"{flops.total_train_flops(c):.3g} for the whole run (ELECTRA "
+          "appendix E convention)", flush=True)
     log_every = c.log_every_steps or c.iterations_per_loop
     progress = Progress(c, step)
     with PreemptionGuard() as preemption:
@@ -303,6 +315,8 @@ class Trainer:
         next_log = (step // log_every + 1) * log_every
         n = min(c.iterations_per_loop, next_save - step, next_log - step,
                 c.num_train_steps - step)
+        if switch is not None and step < switch:
+          n = min(n, switch - step)
         loop_start = time.time()
         logs = self._run_loop(train_loop, iterator, n)
         elapsed = time.time() - loop_start
@@ -310,6 +324,13 @@ class Trainer:
         self._check_finite(logs, step, n, manager)
         lr = float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
         progress.log(step, n, elapsed, logs, lr, writer)
+        if step == switch:
+          # Two-stage training: the discriminator starts from the generator
+          # and trains alone; a new loop traces the new variable list.
+          self.model.start_stage_two()
+          train_loop = self._build_train_loop()
+          print(f"two-stage training: step {step}, discriminator initialised "
+                "from the generator, which is now frozen", flush=True)
         if (step % c.save_checkpoints_steps == 0 or
             step == c.num_train_steps or preemption.requested):
           path = self._save(manager, step)
@@ -319,6 +340,12 @@ class Trainer:
           raise Preempted(f"SIGTERM: saved step {step} and stopped")
     writer.flush()
     return step
+
+  def _stage_switch_step(self):
+    c = self.config
+    if c.training_algorithm != "two_stage":
+      return None
+    return c.two_stage_generator_steps
 
   def _run_loop(self, train_loop, iterator, n):
     """One host call of n steps; data errors become one clear line."""
@@ -367,6 +394,9 @@ class Trainer:
       checkpoint.read(latest).expect_partial()
     else:
       print("note: no checkpoint in model_dir; evaluating initial weights")
+    switch = self._stage_switch_step()
+    if switch is not None and int(self.optimizer.iterations.numpy()) >= switch:
+      self.model.set_stage(2)
     iterator = iter(self._distributed_dataset(c.eval_batch_size, False))
     keys = tuple(self.model.LOG_KEYS) + tuple(self.model.EVAL_KEYS)
 

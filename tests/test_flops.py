@@ -87,32 +87,269 @@ def test_model_flops_equal_a_hand_count_of_matmuls():
   assert ours == 3 * forward
 
 
-def test_model_flops_cover_every_dense_layer_of_the_real_model():
+# ------------------------------------------------------------ every objective
+BATCH, T, P, VOCAB, E = 3, 10, 2, 50, 12  # the tiny step of the hand counts
+DISC, GEN = (16, 2, 32), (8, 1, 16)  # (hidden, heads, ffn) of tiny_configs
+
+
+def tiny_hparams(**fields):
+  from configure_pretraining import PretrainingConfig
+  fields = dict(dict(
+      model_size="tiny", vocab_size=VOCAB, max_seq_length=T,
+      train_batch_size=BATCH, max_predictions_per_seq=P,
+      generator_hidden_size=0.5,
+      model_hparam_overrides=dict(hidden_size=16, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=32,
+                                  embedding_size=12)), **fields)
+  return PretrainingConfig(**fields)
+
+
+def encoder_matmuls(hidden, heads, ffn):
+  """One pass of a 1-layer encoder over the batch, as (m, k, n)."""
+  head_size = hidden // heads
+  return ([(BATCH * T, E, hidden)]  # embeddings_project
+          + [(BATCH * T, hidden, hidden)] * 3  # query, key, value
+          + [(T, head_size, T)] * (BATCH * heads)  # q k^T per head
+          + [(T, T, head_size)] * (BATCH * heads)  # probs v per head
+          + [(BATCH * T, hidden, hidden)]  # attention_output
+          + [(BATCH * T, hidden, ffn), (BATCH * T, ffn, hidden)])  # FFN
+
+
+def mlm_head_matmuls(rows, hidden):
+  """dense(hidden -> E), then the tied vocabulary projection, at rows."""
+  return [(rows, hidden, E), (rows, E, VOCAB)]
+
+
+def forward(matmuls):
+  return sum(2 * m * k * n for m, k, n in matmuls)
+
+
+GENERATOR = encoder_matmuls(*GEN) + mlm_head_matmuls(BATCH * P, 8)
+DISCRIMINATOR = encoder_matmuls(*DISC) + [(BATCH * T, 16, 16),
+                                          (BATCH * T, 16, 1)]
+HAND_COUNTS = {  # hparams: every matmul of one forward step
+    "mlm": (dict(objective="mlm"),
+            encoder_matmuls(*DISC) + mlm_head_matmuls(BATCH * P, 16)),
+    "electra": ({}, GENERATOR + DISCRIMINATOR),
+    "electra_15": (dict(objective="electra_15"), GENERATOR + DISCRIMINATOR),
+    "replace_mlm": (dict(objective="replace_mlm"),
+                    GENERATOR + encoder_matmuls(*DISC) +
+                    mlm_head_matmuls(BATCH * P, 16)),  # main MLM, masked
+    "all_tokens_mlm": (dict(objective="all_tokens_mlm"),
+                       GENERATOR + encoder_matmuls(*DISC) +
+                       mlm_head_matmuls(BATCH * T, 16) +  # every position
+                       [(BATCH * T, 16, 1)]),  # copy probability
+    "electric": (dict(objective="electric"),
+                 encoder_matmuls(*GEN) * 2 +  # two towers
+                 mlm_head_matmuls(BATCH * T, 2 * 8) +  # [l2r, r2l] -> E
+                 DISCRIMINATOR),  # the energy
+    "ELECTRA-TT": (dict(two_tower_generator=True),
+                   encoder_matmuls(*GEN) * 2 +
+                   mlm_head_matmuls(BATCH * P, 2 * 8) + DISCRIMINATOR),
+    "script": (dict(objective="script"),
+               encoder_matmuls(*DISC) + mlm_head_matmuls(BATCH * P, 16) +
+               encoder_matmuls(*DISC) +  # the critic's pass, sampled input
+               mlm_head_matmuls(BATCH * T, 16)),  # logits everywhere
+    "uniform": (dict(uniform_generator=True), DISCRIMINATOR),
+    "unigram": (dict(unigram_generator=True), DISCRIMINATOR),
+    "adversarial": (dict(training_algorithm="adversarial"),
+                    GENERATOR + [(BATCH * P, 8, 1)]  # REINFORCE baseline
+                    + DISCRIMINATOR),
+    "shared layers": (dict(cross_layer_sharing=True),
+                      GENERATOR + DISCRIMINATOR),
+}
+
+
+@pytest.mark.parametrize("name", list(HAND_COUNTS))
+def test_model_flops_of_each_objective_equal_a_hand_count(name):
+  fields, matmuls = HAND_COUNTS[name]
+  hp = tiny_hparams(**fields)
+  assert flops.model_flops_per_step(hp) == 3 * forward(matmuls)
+
+
+def test_two_stage_model_flops_equal_a_hand_count():
+  """Stage one trains the generator alone (x3); stage two only samples from
+  it (x1) while the discriminator trains (x3); per step, the run average."""
+  hp = tiny_hparams(training_algorithm="two_stage", generator_hidden_size=1.0,
+                    num_train_steps=10, two_stage_generator_steps=4)
+  generator = forward(encoder_matmuls(*DISC) +
+                      mlm_head_matmuls(BATCH * P, 16))
+  stage_one, stage_two = 3 * generator, generator + 3 * forward(DISCRIMINATOR)
+  assert flops.model_flops_per_step(hp, stage=1) == stage_one
+  assert flops.model_flops_per_step(hp, stage=2) == stage_two
+  assert flops.model_flops_per_step(hp) == pytest.approx(
+      (4 * stage_one + 6 * stage_two) / 10)
+
+
+def small(**fields):
+  from configure_pretraining import PretrainingConfig
+  return PretrainingConfig(vocab_size=30522, **fields)
+
+
+def train(**fields):
+  return flops.train_flops_per_step(small(**fields))
+
+
+def approx(x):
+  return pytest.approx(x, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def small_counts():
+  """Paper-convention pieces of the small preset, per example."""
+  disc, gen = flops.configs_for("small")
+  t, masked = 128, 0.15 * 128
+  return dict(
+      t=t, masked=masked, disc=disc, gen=gen,
+      disc_encoder=flops.encoder_forward_flops(disc, t),
+      gen_encoder=flops.encoder_forward_flops(gen, t),
+      discriminator=flops.discriminator_forward_flops(disc, t),
+      generator=flops.generator_forward_flops(gen, t),
+      # the MLM head per position: generator_forward_flops less its encoder
+      disc_head=(flops.generator_forward_flops(disc, t, 1.0) -
+                 flops.encoder_forward_flops(disc, t)) / t,
+      gen_head=(flops.generator_forward_flops(gen, t, 1.0) -
+                flops.encoder_forward_flops(gen, t)) / t)
+
+
+def test_electra_15_and_sharing_count_as_electra():
+  """electra_15 only restricts the loss; shared weights still run."""
+  electra = train()
+  assert train(objective="electra_15") == electra
+  assert train(cross_layer_sharing=True) == electra
+  assert train(model_hparam_overrides=dict(share_layers=True)) == electra
+  assert train(weight_sharing="none") == electra
+  same = train(generator_hidden_size=1.0)
+  assert train(generator_hidden_size=1.0, weight_sharing="all") == same
+
+
+def test_fixed_generators_are_no_network(small_counts):
+  disc_only = 2 * 128 * small_counts["discriminator"]
+  assert train(uniform_generator=True) == disc_only
+  assert train(unigram_generator=True) == disc_only
+  assert train() > disc_only
+
+
+def test_mlm_is_bert(small_counts):
+  bert = flops.mlm_train_flops_per_step(small_counts["disc"], 128, 128)
+  assert train(objective="mlm") == approx(bert)
+  assert train(electra_objective=False) == approx(bert)  # original's switch
+
+
+def test_script_is_two_encoder_passes_and_an_all_position_head(small_counts):
+  c = small_counts
+  forward = (2 * c["disc_encoder"] + c["masked"] * c["disc_head"] +
+             c["t"] * c["disc_head"])
+  assert train(objective="script") == approx(2 * 128 * forward)
+
+
+def test_ablations_keep_the_generator_and_change_the_main_head(small_counts):
+  c = small_counts
+  replace = c["generator"] + c["disc_encoder"] + c["masked"] * c["disc_head"]
+  assert train(objective="replace_mlm") == approx(2 * 128 * replace)
+  copy = 2 * c["disc"].hidden_size + 1 + flops.SIGMOID
+  all_tokens = (c["generator"] + c["disc_encoder"] +
+                c["t"] * (c["disc_head"] + copy))
+  assert train(objective="all_tokens_mlm") == approx(2 * 128 * all_tokens)
+
+
+def test_two_tower_generators(small_counts):
+  """Two causal encoders; the head's dense reads 2x the hidden size. At
+  every position for Electric, at the masked ones for ELECTRA-TT."""
+  c = small_counts
+  head = c["gen_head"] + 2 * c["gen"].hidden_size * c["gen"].embedding_size
+  electric = 2 * c["gen_encoder"] + c["t"] * head + c["discriminator"]
+  assert train(objective="electric") == approx(2 * 128 * electric)
+  assert train(electric_objective=True) == approx(2 * 128 * electric)
+  tt = 2 * c["gen_encoder"] + c["masked"] * head + c["discriminator"]
+  assert train(two_tower_generator=True) == approx(2 * 128 * tt)
+
+
+def test_adversarial_adds_only_the_baseline(small_counts):
+  c = small_counts
+  baseline = c["masked"] * (2 * c["gen"].hidden_size + 1)  # dense to 1
+  assert train(training_algorithm="adversarial") == approx(
+      train() + 2 * 128 * baseline)
+
+
+def test_two_stage_total_is_each_stage_times_its_steps(small_counts):
+  c = small_counts
+  same_size = c["generator"] - c["gen_encoder"] - c["masked"] * c[
+      "gen_head"] + c["disc_encoder"] + c["masked"] * c["disc_head"]
+  hp = small(training_algorithm="two_stage", generator_hidden_size=1.0,
+             num_train_steps=1000)
+  one = flops.train_flops_per_step(hp, stage=1)
+  two = flops.train_flops_per_step(hp, stage=2)
+  assert one == approx(2 * 128 * same_size)
+  assert two == approx(128 * (same_size + 2 * c["discriminator"]))
+  # two_stage_generator_steps 0 means half the run; hp stays unresolved
+  assert flops.total_train_flops(hp) == approx(500 * one + 500 * two)
+  assert hp.two_stage_generator_steps == 0
+  assert flops.train_flops_per_step(hp) == approx((one + two) / 2)
+  hp.two_stage_generator_steps = 300
+  assert flops.total_train_flops(hp) == approx(300 * one + 700 * two)
+  assert 1000 * flops.train_flops_per_step(hp) == approx(
+      flops.total_train_flops(hp))
+
+
+def test_total_train_flops_of_a_joint_run():
+  hp = small(objective="script", num_train_steps=1234)
+  assert flops.total_train_flops(hp) == 1234 * flops.train_flops_per_step(hp)
+
+
+def test_objective_table_has_every_objective():
+  from configure_pretraining import OBJECTIVES
+  rows = {r["name"]: r for r in flops.objective_table()}
+  names = [fields.get("objective") for fields in flops.OBJECTIVE_RUNS.values()]
+  assert set(OBJECTIVES) <= set(names) | {"electra", "mlm"}
+  assert rows["electra"]["train_ratio"] == rows["electra"]["model_ratio"] == 1
+  assert rows["electra_15"]["model_ratio"] == 1
+
+
+# Kernels the real models run elsewhere than once on every token (path
+# fragment: rows per example), and the rows of each tied vocabulary
+# projection (which has no kernel).
+REAL_MODELS = {
+    "electra": ({}, {"generator/predictions/": P}, [P]),
+    "adversarial": (dict(training_algorithm="adversarial"),
+                    {"generator/predictions/": P, "generator/baseline/": P},
+                    [P]),
+    "uniform": (dict(uniform_generator=True), {}, []),
+    "ELECTRA-TT": (dict(two_tower_generator=True),
+                   {"generator/predictions/": P}, [P]),
+    "electric": (dict(objective="electric"), {}, [T]),
+    "mlm": (dict(objective="mlm"), {"mlm_predictions/": P}, [P]),
+    "replace_mlm": (dict(objective="replace_mlm"),
+                    {"generator/predictions/": P, "main_predictions/": P},
+                    [P, P]),
+    "all_tokens_mlm": (dict(objective="all_tokens_mlm"),
+                       {"generator/predictions/": P}, [P, T]),
+    "script": (dict(objective="script"),
+               {"/encoder/": 2 * T, "mlm_predictions/": P + T}, [P, T]),
+}
+
+
+@pytest.mark.parametrize("name", list(REAL_MODELS))
+def test_model_flops_cover_every_dense_layer_of_the_real_model(name):
   """Counted from the built Keras model's kernels, so a dense layer added to
   the model but not to util/flops.py fails here."""
   pytest.importorskip("keras")
-  from configure_pretraining import PretrainingConfig
   from pretrain.objectives import build_model
-  disc, gen = tiny_configs()
-  batch, t, p = 3, 10, 2
-  hp = PretrainingConfig(
-      model_size="tiny", vocab_size=50, max_seq_length=t,
-      max_predictions_per_seq=p, generator_hidden_size=0.5,
-      model_hparam_overrides=dict(hidden_size=16, num_hidden_layers=1,
-                                  num_attention_heads=2,
-                                  intermediate_size=32, embedding_size=12))
-  model = build_model(hp)
+  fields, rows_at, vocab_rows = REAL_MODELS[name]
+  hp = tiny_hparams(**fields)
+  built = dataclasses.replace(hp)
+  built.resolve()  # as the trainer builds it (Electric's two towers)
+  model = build_model(built)
   model.build_variables()
-  forward = 0
   kernels = [v for v in model.trainable_variables if v.path.endswith("kernel")]
   assert kernels
+  total = 0
   for kernel in kernels:
     k, n = kernel.shape
-    rows = p if "/generator_predictions/" in kernel.path else t
-    forward += 2 * batch * rows * k * n
-  for config in (disc, gen):  # attention scores and context, no kernels
-    forward += config.num_hidden_layers * 2 * 2 * batch * t * t * (
-        config.hidden_size)
-  # The tied vocabulary projection reuses the embedding table: no kernel.
-  forward += 2 * batch * p * gen.embedding_size * gen.vocab_size
-  assert flops.model_flops_per_step(hp, t, batch, p) == 3 * forward
+    rows = next((r for part, r in rows_at.items() if part in kernel.path), T)
+    total += 2 * BATCH * rows * k * n
+    if kernel.path.endswith("/query/kernel"):  # attention: no kernels
+      total += 2 * 2 * BATCH * rows * T * n  # scores and context
+  for rows in vocab_rows:
+    total += 2 * BATCH * rows * E * VOCAB
+  assert flops.model_flops_per_step(hp) == 3 * total

@@ -21,9 +21,35 @@ the matmuls this codebase really runs (no lookups, no elementwise ops), and
 3x the forward pass for training (the backward matmuls are two: gradients of
 inputs and of weights).
 
+Every objective (`hp.objective` and the generator/training switches of a
+PretrainingConfig) is a list of parts, each an encoder or a head run on all
+T tokens or on the masked ones (`_parts`); both conventions price the same
+list, so they cannot disagree on what a step runs:
+  mlm             encoder + MLM head at the masked positions
+  electra(_15)    generator (encoder + MLM head, masked) + discriminator
+                  (encoder + disc head, all T); _15 only restricts the loss
+  replace_mlm     generator + main encoder + MLM head at the masked positions
+  all_tokens_mlm  generator + main encoder + MLM head and copy head on all T
+  electric        two-tower generator (two causal encoders; its head, on the
+                  concatenated states, at all T: the NCE loss needs q of every
+                  token) + discriminator (encoder + energy head, all T)
+  script          one encoder run twice: MLM head at the masked positions,
+                  then the critic's vocabulary logits at all T
+two_tower_generator (ELECTRA-TT) swaps in the two towers, head still masked;
+uniform/unigram generators are no network (their sampling is not counted);
+adversarial adds the REINFORCE baseline (dense to 1) at the masked positions;
+two_stage trains the generator alone, then samples from it (forward only)
+while the discriminator trains. Weight sharing, between the networks or
+across layers, changes no FLOPs (a shared encoder still runs twice; GDES's
+one table-sized add a step is left out).
+`train_flops_per_step`, `model_flops_per_step` (run averages over the two
+stages, or one `stage`) and `total_train_flops` take a PretrainingConfig.
+
 Pure Python: configs are read by attribute, so this imports no TF or Keras.
 """
 
+import collections
+import copy
 import importlib.util
 import os
 import sys
@@ -95,9 +121,10 @@ def encoder_forward_flops(config, seq_len):
   return seq_len * per_token
 
 
-def _mlm_head_flops_per_token(c):
-  """dense(h->e) + GELU + LN, tied vocab projection + bias, softmax."""
-  h, e, v = c.hidden_size, c.embedding_size, c.vocab_size
+def _mlm_head_flops_per_token(c, towers=1):
+  """dense(h->e) + GELU + LN, tied vocab projection + bias, softmax; a
+  two-tower head's dense reads both towers' states, concatenated."""
+  h, e, v = towers * c.hidden_size, c.embedding_size, c.vocab_size
   return (2 * h * e + e + e * (GELU + LAYER_NORM) + 2 * e * v + v +
           SOFTMAX * v)
 
@@ -106,6 +133,16 @@ def _disc_head_flops_per_token(c):
   """dense(h->h) + GELU, dense(h->1), sigmoid."""
   h = c.hidden_size
   return 2 * h * h + h + GELU * h + 2 * h + 1 + SIGMOID
+
+
+def _copy_head_flops_per_token(c):
+  """all_tokens_mlm's copy probability: dense(h->1), sigmoid."""
+  return 2 * c.hidden_size + 1 + SIGMOID
+
+
+def _baseline_head_flops_per_token(c):
+  """Adversarial training's REINFORCE baseline: dense(h->1)."""
+  return 2 * c.hidden_size + 1
 
 
 def discriminator_forward_flops(config, seq_len):
@@ -133,21 +170,33 @@ def infer_flops(config, seq_len=INFER_SEQ_LEN, num_labels=2):
 
 
 def train_flops_per_step(hparams_or_configs, seq_len=None, batch_size=None,
-                         masked_fraction=None, factor=PAPER_TRAIN_FACTOR):
-  """ELECTRA training FLOPs per step: generator + discriminator, forward and
-  backward (paper convention: `factor`=2; pass 3 for the matmul convention).
+                         masked_fraction=None, factor=PAPER_TRAIN_FACTOR,
+                         stage=None):
+  """Training FLOPs per step, paper convention (`factor` 2: backward =
+  forward; `model_flops_per_step` is the matmul convention's count).
 
-  `hparams_or_configs` is a PretrainingConfig (vocab_size set) or a
-  (disc_config, gen_config) pair, gen_config None for a uniform generator;
-  a PretrainingConfig also supplies
-  seq_len, batch_size and masked_fraction (mask_prob) when they are None.
+  `hparams_or_configs` is a PretrainingConfig (vocab_size set), counted as
+  its objective, or a (disc_config, gen_config) pair, counted as ELECTRA
+  (gen_config None for a uniform generator). A PretrainingConfig also
+  supplies seq_len, batch_size and masked_fraction (mask_prob) when they are
+  None. Two-stage training: `stage` 1 or 2, else the run's average step.
   """
-  disc, gen, seq_len, batch_size, masked_fraction = _resolve(
-      hparams_or_configs, seq_len, batch_size, masked_fraction)
-  per_example = discriminator_forward_flops(disc, seq_len)
-  if gen is not None:
-    per_example += generator_forward_flops(gen, seq_len, masked_fraction)
-  return factor * batch_size * per_example
+  run = _describe(hparams_or_configs, seq_len, batch_size)
+  if masked_fraction is None:
+    masked_fraction = run.mask_prob
+  per_token = {"mlm_head": _mlm_head_flops_per_token,
+               "two_tower_head": lambda c: _mlm_head_flops_per_token(c, 2),
+               "disc_head": _disc_head_flops_per_token,
+               "copy_head": _copy_head_flops_per_token,
+               "baseline_head": _baseline_head_flops_per_token}
+
+  def price(part):
+    if part.kind == "encoder":
+      return encoder_forward_flops(part.config, run.seq_len)
+    tokens = run.seq_len * (1 if part.where == ALL else masked_fraction)
+    return tokens * per_token[part.kind](part.config)
+
+  return run.batch_size * _step_flops(run, price, factor, stage)
 
 
 def mlm_train_flops_per_step(config, seq_len, batch_size,
@@ -173,29 +222,109 @@ def encoder_matmul_flops(config, seq_len):
 
 
 def model_flops_per_step(hparams_or_configs, seq_len=None, batch_size=None,
-                         max_predictions=None, factor=MATMUL_TRAIN_FACTOR):
-  """Training matmul FLOPs of one ElectraModel step as this codebase runs it.
+                         max_predictions=None, factor=MATMUL_TRAIN_FACTOR,
+                         stage=None):
+  """Training matmul FLOPs of one step as this codebase runs it.
 
-  Both encoders run on every token; the discriminator head on every token;
-  the generator's MLM head (dense, then the tied vocabulary projection) only
-  at the `max_predictions` gathered positions per example. x3 for training.
+  Encoders run on every token; heads on every token or only at the
+  `max_predictions` gathered positions per example, as `_parts` says (for
+  ELECTRA: the discriminator head everywhere, the generator's MLM head, a
+  dense then the tied vocabulary projection, at the gathered positions).
+  x3 for training; two-stage: `stage` 1 or 2, else the run's average step.
   """
-  disc, gen, seq_len, batch_size, _ = _resolve(hparams_or_configs, seq_len,
-                                               batch_size, None)
+  run = _describe(hparams_or_configs, seq_len, batch_size)
   if max_predictions is None:
-    if isinstance(hparams_or_configs, (tuple, list)):
+    if run.max_predictions is None:
       raise ValueError("max_predictions is needed with configs")
-    hp = hparams_or_configs  # unresolved configs fall back to the default
-    max_predictions = hp.max_predictions_per_seq or int(
-        (hp.mask_prob + 0.005) * seq_len)
-  h, t, p = disc.hidden_size, seq_len, max_predictions
-  disc_head = 2 * t * h * h + 2 * t * h  # dense, dense_prediction
-  per_example = encoder_matmul_flops(disc, t) + disc_head
-  if gen is not None:
-    per_example += (encoder_matmul_flops(gen, t) +
-                    2 * p * gen.hidden_size * gen.embedding_size +
-                    2 * p * gen.embedding_size * gen.vocab_size)
-  return factor * batch_size * per_example
+    max_predictions = run.max_predictions
+  per_token = {  # matmuls of one position; the towers' states concatenated
+      "mlm_head": lambda c: 2 * c.embedding_size * (
+          c.hidden_size + c.vocab_size),
+      "two_tower_head": lambda c: 2 * c.embedding_size * (
+          2 * c.hidden_size + c.vocab_size),
+      "disc_head": lambda c: 2 * c.hidden_size * (c.hidden_size + 1),
+      "copy_head": lambda c: 2 * c.hidden_size,
+      "baseline_head": lambda c: 2 * c.hidden_size}
+
+  def price(part):
+    if part.kind == "encoder":
+      return encoder_matmul_flops(part.config, run.seq_len)
+    tokens = run.seq_len if part.where == ALL else max_predictions
+    return tokens * per_token[part.kind](part.config)
+
+  return run.batch_size * _step_flops(run, price, factor, stage)
+
+
+def total_train_flops(hparams):
+  """Paper-convention FLOPs of a whole run: num_train_steps steps, split
+  into two_stage_generator_steps of stage one and the rest of stage two."""
+  run = _describe(hparams)
+  if run.algorithm != "two_stage":
+    return run.num_train_steps * train_flops_per_step(hparams)
+  stage_one, stage_two = run.stage_steps
+  return (stage_one * train_flops_per_step(hparams, stage=1) +
+          stage_two * train_flops_per_step(hparams, stage=2))
+
+
+# ------------------------------------------------- what each objective runs
+ALL, MASKED = "all", "masked"  # where a part runs: every token, or masked
+GENERATOR, MAIN = "generator", "main"  # two-stage trains these apart
+# One network or head, forward; kind is encoder, mlm_head, two_tower_head,
+# disc_head, copy_head or baseline_head; config the TransformerConfig whose
+# sizes it has (a two-tower head: one tower's).
+Part = collections.namedtuple("Part", "kind config where network")
+OBJECTIVES_WITH_GENERATOR = ("electra", "electra_15", "replace_mlm",
+                             "all_tokens_mlm", "electric")
+
+
+def _parts(objective, disc, gen, two_tower=False, adversarial=False):
+  """The parts one step of `objective` runs, forward. `disc` sizes the main
+  model, `gen` the generator (None: uniform/unigram, no network)."""
+  parts = []
+  if gen is not None and objective in OBJECTIVES_WITH_GENERATOR:
+    towers = 2 if two_tower else 1  # left-to-right and right-to-left
+    parts += [Part("encoder", gen, ALL, GENERATOR)] * towers
+    # Electric's NCE loss needs q of every token, replaced or not; the
+    # others only sample at the masked positions.
+    where = ALL if objective == "electric" else MASKED
+    head = "two_tower_head" if two_tower else "mlm_head"
+    parts.append(Part(head, gen, where, GENERATOR))
+    if adversarial:
+      parts.append(Part("baseline_head", gen, MASKED, GENERATOR))
+  encoder = Part("encoder", disc, ALL, MAIN)
+  if objective in ("electra", "electra_15", "electric"):
+    # electra_15 only drops unmasked tokens from the loss; Electric's
+    # energy is the same dense/GELU/dense head.
+    return parts + [encoder, Part("disc_head", disc, ALL, MAIN)]
+  if objective in ("mlm", "replace_mlm"):
+    return parts + [encoder, Part("mlm_head", disc, MASKED, MAIN)]
+  if objective == "all_tokens_mlm":
+    return parts + [encoder, Part("mlm_head", disc, ALL, MAIN),
+                    Part("copy_head", disc, ALL, MAIN)]
+  if objective == "script":
+    # Pass 1 on the masked input, pass 2 (the critic) on the sampled one,
+    # whose negative score is a logsumexp of vocabulary logits everywhere
+    # (priced as the MLM head's softmax); backward through both.
+    return parts + [encoder, Part("mlm_head", disc, MASKED, MAIN),
+                    encoder, Part("mlm_head", disc, ALL, MAIN)]
+  raise ValueError(f"unknown objective '{objective}'")
+
+
+def _step_flops(run, price, factor, stage):
+  """One example's training FLOPs: `factor` x the forward of what trains.
+  Two-stage: stage 1 trains the generator alone; stage 2 only samples from
+  it (forward, x1) while the discriminator trains."""
+  generator = sum(price(p) for p in run.parts if p.network == GENERATOR)
+  main = sum(price(p) for p in run.parts if p.network == MAIN)
+  if run.algorithm != "two_stage":
+    return factor * (generator + main)  # `stage` means nothing here
+  stages = {1: factor * generator, 2: generator + factor * main}
+  if stage is not None:
+    if stage not in stages:
+      raise ValueError(f"stage must be 1 or 2, got {stage}")
+    return stages[stage]
+  n1, n2 = run.stage_steps
+  return (n1 * stages[1] + n2 * stages[2]) / (n1 + n2)
 
 
 # ----------------------------------------------------------------- helpers
@@ -223,32 +352,60 @@ def configs_for(model_size, vocab_size=PAPER_VOCAB_SIZE, generator_size=None,
   """(discriminator, generator) TransformerConfigs of a preset; the
   generator multiplier defaults to the preset's (Table 5.1)."""
   m = _config_module()
-  disc = m.get_model_config(model_size, vocab_size, overrides)
+  disc = m.get_model_config(model_size, vocab_size,
+                            _shape_overrides(overrides))
   if generator_size is None:
     generator_size = m.GENERATOR_MULTIPLIER[model_size]
   return disc, m.scale_config(disc, generator_size)
 
 
-def _resolve(hparams_or_configs, seq_len, batch_size, masked_fraction):
+_Run = collections.namedtuple(
+    "_Run", "parts seq_len batch_size mask_prob max_predictions algorithm "
+    "num_train_steps stage_steps")
+
+
+def _describe(hparams_or_configs, seq_len=None, batch_size=None):
+  """What a step runs and how often: a PretrainingConfig, or a
+  (disc_config, gen_config) pair counted as ELECTRA."""
   if isinstance(hparams_or_configs, (tuple, list)):
     disc, gen = hparams_or_configs
     if seq_len is None or batch_size is None:
       raise ValueError("seq_len and batch_size are needed with configs")
-    if masked_fraction is None:
-      masked_fraction = PAPER_MASKED_FRACTION
-    return disc, gen, seq_len, batch_size, masked_fraction
-  hp = hparams_or_configs  # a PretrainingConfig, as build_model reads it
+    return _Run(parts=_parts("electra", disc, gen), seq_len=seq_len,
+                batch_size=batch_size, mask_prob=PAPER_MASKED_FRACTION,
+                max_predictions=None, algorithm="joint", num_train_steps=None,
+                stage_steps=None)
+  raw = hparams_or_configs
+  if raw.vocab_size is None:
+    raise ValueError("the PretrainingConfig needs vocab_size set")
+  hp = copy.deepcopy(raw)  # resolve() fills the derived defaults (objective
+  hp.resolve()  # switches, Electric's two towers, ...); raw stays as it was
   m = _config_module()
   disc = m.get_model_config(hp.model_size, hp.vocab_size,
-                            hp.model_hparam_overrides)
-  gen = None  # a uniform generator is no network
-  if not hp.uniform_generator:
+                            _shape_overrides(hp.model_hparam_overrides))
+  gen = None  # a uniform or unigram generator is no network
+  if not (hp.uniform_generator or hp.unigram_generator):
     gen = m.scale_config(disc, hp.generator_hidden_size,
                          hp.generator_ffn_size, hp.generator_heads,
                          hp.generator_layers)
-  return (disc, gen, seq_len or hp.max_seq_length,
-          batch_size or hp.train_batch_size,
-          hp.mask_prob if masked_fraction is None else masked_fraction)
+  seq_len = seq_len or hp.max_seq_length
+  steps, stage_one = hp.num_train_steps, hp.two_stage_generator_steps
+  return _Run(
+      parts=_parts(hp.objective, disc, gen, hp.two_tower_generator,
+                   hp.training_algorithm == "adversarial"),
+      seq_len=seq_len, batch_size=batch_size or hp.train_batch_size,
+      mask_prob=hp.mask_prob,
+      # the unresolved default follows a seq_len given here
+      max_predictions=raw.max_predictions_per_seq or int(
+          (hp.mask_prob + 0.005) * seq_len),
+      algorithm=hp.training_algorithm, num_train_steps=steps,
+      stage_steps=(stage_one, steps - stage_one))
+
+
+def _shape_overrides(overrides):
+  """model_hparam_overrides less share_layers: ALBERT-style sharing reuses
+  weights, not FLOPs, and a TransformerConfig may not know the field."""
+  return {k: v for k, v in (overrides or {}).items() if k != "share_layers"}
 
 
 def table1():
@@ -264,6 +421,43 @@ def table1():
     rows.append(dict(name=name, steps=steps, batch=batch, seq_len=seq_len,
                      train=train, paper_train=paper_train,
                      infer=infer_flops(disc), paper_infer=paper_infer))
+  return rows
+
+
+# Rows of `python -m util.flops`' per-objective table: PretrainingConfig
+# fields on top of the small preset's defaults (seq 128, batch 128).
+OBJECTIVE_RUNS = {
+    "mlm (BERT)": dict(objective="mlm"),
+    "electra": {},
+    "electra_15": dict(objective="electra_15"),
+    "replace_mlm": dict(objective="replace_mlm"),
+    "all_tokens_mlm": dict(objective="all_tokens_mlm"),
+    "electric": dict(objective="electric"),
+    "ELECTRA-TT": dict(two_tower_generator=True),
+    "script": dict(objective="script"),
+    "uniform generator": dict(uniform_generator=True),
+    "adversarial": dict(training_algorithm="adversarial"),
+    # two-stage needs a discriminator-size generator (section 3.2)
+    "two-stage, gen 1x": dict(training_algorithm="two_stage",
+                              generator_hidden_size=1.0),
+}
+
+
+def objective_table(model_size="small", vocab_size=PAPER_VOCAB_SIZE):
+  """Per-step FLOPs of each OBJECTIVE_RUNS row (two-stage: the run's
+  average step): dicts of name, train (paper), model (matmuls) and both
+  as ratios to ELECTRA's."""
+  from configure_pretraining import PretrainingConfig  # pure Python too
+  rows = []
+  for name, fields in OBJECTIVE_RUNS.items():
+    hp = PretrainingConfig(model_size=model_size, vocab_size=vocab_size,
+                           **fields)
+    rows.append(dict(name=name, train=train_flops_per_step(hp),
+                     model=model_flops_per_step(hp)))
+  electra = next(r for r in rows if r["name"] == "electra")
+  for r in rows:
+    r["train_ratio"] = r["train"] / electra["train"]
+    r["model_ratio"] = r["model"] / electra["model"]
   return rows
 
 
@@ -292,6 +486,16 @@ def main():
         f"{train_flops_per_step((disc, gen), 128, 128):.3g}")
   print(f"  matmuls this codebase runs (3x fwd):      "
         f"{model_flops_per_step((disc, gen), 128, 128, 19):.3g}")
+  print("\nEach objective, small preset (vocab 30522, seq 128, batch 128, "
+        "19 masked), per step:")
+  print(f"  {'objective':<18} {'paper':>9} {'ratio':>6} {'matmul':>9} "
+        f"{'ratio':>6}")
+  for r in objective_table():
+    print(f"  {r['name']:<18} {r['train']:9.3g} {r['train_ratio']:6.2f} "
+          f"{r['model']:9.3g} {r['model_ratio']:6.2f}")
+  print("  (ratios to electra; two-stage: the run's average step, with a "
+        "generator as big\n  as the discriminator, as section 3.2 needs)")
+
 
 if __name__ == "__main__":
   main()

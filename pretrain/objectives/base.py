@@ -24,6 +24,10 @@ class PretrainingModel(keras.Model):
     """NumPy arrays of EVAL_KEYS (and LOG_KEYS per batch) -> metrics."""
     return {k: float(np.mean(arrays[k])) for k in self.LOG_KEYS}
 
+  def variables_to_train(self):
+    """What the optimizer updates now (two-stage training narrows it)."""
+    return self.trainable_variables
+
   def dummy_features(self, batch_size=1):
     """Zero features of the right shapes, to create variables eagerly."""
     h = self.hparams
@@ -32,6 +36,7 @@ class PretrainingModel(keras.Model):
                              np.int32)
     return {"input_ids": seq(), "input_mask": seq() + 1,
             "segment_ids": seq(), "masked_input_ids": seq(),
+            "scoring_mask": seq().astype(np.float32),
             "masked_lm_positions": picks(), "masked_lm_ids": picks(),
             "masked_lm_weights": picks().astype(np.float32)}
 

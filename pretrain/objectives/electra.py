@@ -1,9 +1,15 @@
 """ELECTRA: replaced-token detection (ELECTRA paper section 2, appendix A).
 
-A small generator (masked LM, output layer tied to the shared token
-embeddings) fills the masked positions with samples; the discriminator
-labels every token original (0) or replaced (1). A sample equal to the
-original counts as original. Loss = gen_weight * L_MLM + disc_weight * L_Disc.
+A small generator fills the masked positions with samples; the
+discriminator labels every token original (0) or replaced (1). A sample
+equal to the original counts as original. Loss = gen_weight * L_MLM +
+disc_weight * L_Disc. Also here, as hparams of the same model:
+  * ELECTRA 15% (objective=electra_15, section 3.5): L_Disc only over the
+    masked positions;
+  * weight sharing none / embeddings / all, and DeBERTa-V3's GDES;
+  * generators: masked LM, two-tower (ELECTRA-TT), uniform, unigram;
+  * training algorithms (section 3.2, appendix F): joint, two-stage,
+    adversarial (REINFORCE with a learned baseline).
 """
 
 import keras
@@ -14,127 +20,270 @@ from sklearn import metrics as sk_metrics
 from model import DiscriminatorHead
 from model import Embeddings
 from model import Encoder
-from model import MaskedLMHead
+from model.encoder import DisentangledEmbeddings
 from model.positions import gather_positions
 from model.positions import scatter_positions
 from pretrain import losses
 from pretrain.objectives.base import PretrainingModel
+from pretrain.objectives.generators import FixedGenerator
+from pretrain.objectives.generators import MaskedLMGenerator
+from pretrain.objectives.generators import TwoTowerGenerator
 from pretrain.sampling import sample_from_softmax
 
 
+def binary_metrics(y_true, probs):
+  """Accuracy, precision, recall and AUC of binary predictions."""
+  y_true = y_true > 0.5
+  y_pred = probs > 0.5
+  both = 0 < y_true.sum() < y_true.size
+  return {
+      "accuracy": float(np.mean(y_pred == y_true)),
+      "precision": float(sk_metrics.precision_score(y_true, y_pred,
+                                                    zero_division=0)),
+      "recall": float(sk_metrics.recall_score(y_true, y_pred,
+                                              zero_division=0)),
+      "auc": (float(sk_metrics.roc_auc_score(y_true, probs)) if both
+              else float("nan")),
+  }
+
+
 class ElectraModel(PretrainingModel):
-  """Generator + discriminator sharing token and position embeddings."""
+  """Generator + discriminator, sharing what `weight_sharing` says."""
 
   LOG_KEYS = ("loss", "mlm_loss", "disc_loss", "mlm_accuracy",
               "disc_accuracy", "replaced_fraction")
   EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
                "sampled_ids", "mlm_nll", "disc_probs", "disc_labels",
-               "input_mask")
+               "disc_weights")
 
-  def __init__(self, hparams, disc_config, gen_config, **kwargs):
+  def __init__(self, hparams, disc_config, gen_config, unigram=None,
+               **kwargs):
     super().__init__(hparams, **kwargs)
     self.disc_config = disc_config
     self.gen_config = gen_config
+    sharing = hparams.weight_sharing
     self.embeddings = Embeddings(disc_config, name="embeddings")
-    self.discriminator = Encoder(disc_config, self.embeddings,
+    disc_embeddings = self.embeddings
+    if sharing == "gdes":
+      disc_embeddings = DisentangledEmbeddings(
+          disc_config, self.embeddings, name="discriminator_embeddings")
+    self.discriminator = Encoder(disc_config, disc_embeddings,
                                  name="discriminator")
-    self.discriminator_predictions = DiscriminatorHead(
-        disc_config, name="discriminator_predictions")
-    self.generator = None
-    if not hparams.uniform_generator:
-      gen_embeddings = (None if hparams.untied_generator_embeddings
-                        else self.embeddings)
-      self.generator = Encoder(gen_config, gen_embeddings, name="generator")
-      self.generator_predictions = MaskedLMHead(
-          gen_config, name="generator_predictions")
+    self.generator = self._build_generator(hparams, gen_config, unigram)
+    self._build_discriminator_head(disc_config)
     self.sample_seed = keras.random.SeedGenerator(hparams.seed,
                                                   name="sample_seed")
+    # Two-stage training (section 3.2): 1 = generator only, 2 = the
+    # discriminator, initialised from the generator, which is then frozen.
+    self.stage = 1 if hparams.training_algorithm == "two_stage" else 0
 
-  def _generator_logits(self, features, training):
-    """MLM logits at the masked positions only: [B, P, vocab]."""
-    if self.generator is None:  # uniform generator: flat logits, no loss
-      shape = ops.shape(features["masked_lm_positions"])
-      return ops.zeros((shape[0], shape[1], self.disc_config.vocab_size))
-    hidden = self.generator(features["masked_input_ids"],
-                            features["input_mask"], features["segment_ids"],
-                            training=training)
-    hidden = gather_positions(hidden, features["masked_lm_positions"])
-    return self.generator_predictions(
-        hidden, self.generator.embeddings.token_table)
+  def _build_generator(self, hparams, gen_config, unigram):
+    if hparams.uniform_generator or hparams.unigram_generator:
+      return FixedGenerator(gen_config.vocab_size, unigram, name="generator")
+    sharing = hparams.weight_sharing
+    embeddings = None if sharing == "none" else self.embeddings
+    if hparams.two_tower_generator:
+      return TwoTowerGenerator(gen_config, embeddings, name="generator")
+    return MaskedLMGenerator(
+        gen_config, embeddings,
+        encoder=self.discriminator if sharing == "all" else None,
+        with_baseline=hparams.training_algorithm == "adversarial",
+        name="generator")
 
-  def call(self, features, training=None):
+  def _build_discriminator_head(self, config):
+    self.discriminator_predictions = DiscriminatorHead(
+        config, name="discriminator_predictions")
+
+  @property
+  def has_generator_network(self):
+    return not isinstance(self.generator, FixedGenerator)
+
+  # ------------------------------------------------------------ generator
+  def generate(self, features, training):
+    """Generator logits at the masked positions, its MLM loss and samples.
+
+    Returns a dict: logits, hidden (None without a network), mlm_loss,
+    mlm_nll, mlm_predictions, sampled ids [B, P] and fake_ids [B, T].
+    """
     h = self.hparams
     labels = features["masked_lm_ids"]
     weights = ops.cast(features["masked_lm_weights"], "float32")
-    mlm_logits = self._generator_logits(features, training)
+    gen_training = training and self.stage != 2  # frozen in stage two
+    logits, hidden = self.generator(features, features["masked_lm_positions"],
+                                    training=gen_training)
     mlm_loss, mlm_nll = losses.masked_lm_loss(
-        mlm_logits, labels, weights, features.get("masked_lm_denominator"))
-    if self.generator is None:
+        logits, labels, weights, features.get("masked_lm_denominator"))
+    if not self.has_generator_network:
       mlm_loss = ops.zeros(())
-    mlm_predictions = ops.cast(ops.argmax(mlm_logits, axis=-1), "int32")
-
     sampled = sample_from_softmax(
-        mlm_logits, self.sample_seed, h.temperature,
+        logits, self.sample_seed, h.temperature,
         disallow_ids=labels if h.disallow_correct else None)
     fake_ids, _ = scatter_positions(features["masked_input_ids"],
                                     features["masked_lm_positions"], sampled,
                                     weights)
+    return dict(logits=logits, hidden=hidden, mlm_loss=mlm_loss,
+                mlm_nll=mlm_nll, sampled=sampled, fake_ids=fake_ids,
+                mlm_predictions=ops.cast(ops.argmax(logits, axis=-1),
+                                         "int32"))
+
+  def generator_outputs(self, features, gen):
+    """What every ELECTRA-family model reports about its generator."""
+    labels = features["masked_lm_ids"]
+    weights = ops.cast(features["masked_lm_weights"], "float32")
+    return {
+        "mlm_loss": gen["mlm_loss"],
+        "mlm_accuracy": losses.weighted_accuracy(gen["mlm_predictions"],
+                                                 labels, weights),
+        "masked_lm_ids": labels,
+        "masked_lm_weights": weights,
+        "mlm_predictions": gen["mlm_predictions"],
+        "sampled_ids": gen["sampled"],
+        "mlm_nll": gen["mlm_nll"],
+    }
+
+  # -------------------------------------------------------- discriminator
+  def disc_weights(self, features):
+    """Tokens the discriminator loss covers: all (ELECTRA) or only the
+    masked ones (ELECTRA 15%), with the matching global denominator."""
+    if self.hparams.objective == "electra_15":
+      weights = ops.cast(features["masked_lm_weights"], "float32")
+      _, picked = scatter_positions(features["input_ids"],
+                                    features["masked_lm_positions"],
+                                    features["masked_lm_ids"], weights)
+      return (ops.cast(picked, "float32"),
+              features.get("masked_lm_denominator"))
+    return (ops.cast(features["input_mask"], "float32"),
+            features.get("input_mask_denominator"))
+
+  def call(self, features, training=None):
+    h = self.hparams
+    gen = self.generate(features, training)
+    outputs = self.generator_outputs(features, gen)
+    if self.stage == 1:  # generator only: the discriminator is not run
+      zero = ops.zeros(())
+      outputs.update(loss=h.gen_weight * gen["mlm_loss"], disc_loss=zero,
+                     disc_accuracy=zero, replaced_fraction=zero)
+      return self._placeholder_disc_outputs(features, outputs)
+
+    fake_ids = gen["fake_ids"]
     input_mask = ops.cast(features["input_mask"], "float32")
     disc_labels = ops.cast(
         ops.not_equal(fake_ids, ops.cast(features["input_ids"], "int32")),
         "float32") * input_mask
-
     hidden = self.discriminator(fake_ids, features["input_mask"],
                                 features["segment_ids"], training=training)
     disc_logits = ops.cast(self.discriminator_predictions(hidden), "float32")
-    disc_loss, _ = losses.replaced_token_detection_loss(
-        disc_logits, disc_labels, input_mask,
-        features.get("input_mask_denominator"))
+    weights, denominator = self.disc_weights(features)
+    disc_loss, token_losses = losses.replaced_token_detection_loss(
+        disc_logits, disc_labels, weights, denominator)
 
+    gen_loss = gen["mlm_loss"]
+    if h.training_algorithm == "adversarial":
+      gen_loss = self._adversarial_loss(features, gen, token_losses, outputs)
+    if self.stage == 2:
+      gen_loss = ops.zeros(())  # frozen
     disc_predictions = ops.cast(disc_logits > 0, "float32")
-    return {
-        "loss": h.gen_weight * mlm_loss + h.disc_weight * disc_loss,
-        "mlm_loss": mlm_loss,
+    mask_weights = ops.cast(features["masked_lm_weights"], "float32")
+    outputs.update({
+        "loss": h.gen_weight * gen_loss + h.disc_weight * disc_loss,
         "disc_loss": disc_loss,
-        "mlm_accuracy": losses.weighted_accuracy(mlm_predictions, labels,
-                                                 weights),
         "disc_accuracy": losses.weighted_accuracy(disc_predictions,
-                                                  disc_labels, input_mask),
-        "replaced_fraction": ops.sum(disc_labels) / (ops.sum(weights) + 1e-6),
-        "masked_lm_ids": labels,
-        "masked_lm_weights": weights,
-        "mlm_predictions": mlm_predictions,
-        "sampled_ids": sampled,
-        "mlm_nll": mlm_nll,
+                                                  disc_labels, weights),
+        "replaced_fraction": ops.sum(disc_labels) / (
+            ops.sum(mask_weights) + 1e-6),
         "disc_logits": disc_logits,
         "disc_probs": ops.sigmoid(disc_logits),
         "disc_labels": disc_labels,
+        "disc_weights": weights,
         "input_mask": input_mask,
-    }
+    })
+    return outputs
 
+  def _placeholder_disc_outputs(self, features, outputs):
+    zeros = ops.zeros(ops.shape(features["input_ids"]), "float32")
+    outputs.update(disc_logits=zeros, disc_probs=zeros, disc_labels=zeros,
+                   disc_weights=zeros,
+                   input_mask=ops.cast(features["input_mask"], "float32"))
+    return outputs
+
+  def _adversarial_loss(self, features, gen, token_losses, outputs):
+    """REINFORCE on the samples, rewarded by the discriminator's loss
+    there, plus the baseline's cross-entropy (appendix F)."""
+    weights = ops.cast(features["masked_lm_weights"], "float32")
+    denominator = features.get("masked_lm_denominator")
+    positions = features["masked_lm_positions"]
+    log_p = losses.log_softmax_at(gen["logits"], gen["sampled"])
+    baseline_logits = ops.squeeze(
+        self.generator.baseline(gen["hidden"]), -1)
+    policy, baseline = losses.reinforce_losses(
+        log_p, gather_positions(token_losses, positions), baseline_logits)
+    policy_loss = losses.weighted_mean(policy, weights, denominator)
+    baseline_loss = losses.weighted_mean(baseline, weights, denominator)
+    outputs["policy_loss"] = policy_loss
+    outputs["baseline_loss"] = baseline_loss
+    return policy_loss + baseline_loss
+
+  def build_variables(self):
+    stage, self.stage = self.stage, 0  # stage one skips the discriminator
+    try:
+      super().build_variables()
+    finally:
+      self.stage = stage
+
+  # ---------------------------------------------------- two-stage training
+  def set_stage(self, stage):
+    self.stage = stage
+
+  def start_stage_two(self):
+    """Copies the generator's encoder into the same-size discriminator
+    (section 3.2: "Initialize the weights of the discriminator with the
+    weights of the generator"), then switches to stage two."""
+    gen = self.generator.encoder.weights
+    disc = self.discriminator.weights
+    if [tuple(v.shape) for v in gen] != [tuple(v.shape) for v in disc]:
+      raise ValueError("two-stage training needs a same-size generator")
+    for source, target in zip(gen, disc):
+      if source is not target:  # shared embeddings are already the same
+        target.assign(source)
+    self.stage = 2
+
+  def variables_to_train(self):
+    """Stage one trains the generator alone, stage two the discriminator
+    alone (shared embeddings train with whichever model is training)."""
+    if not self.stage:
+      return self.trainable_variables
+    frozen = (self.discriminator if self.stage == 1 else self.generator)
+    trained = (self.generator if self.stage == 1 else self.discriminator)
+    if self.stage == 1:
+      frozen_vars = (frozen.trainable_variables +
+                     self.discriminator_predictions.trainable_variables)
+    else:
+      frozen_vars = frozen.trainable_variables
+    keep = {id(v) for v in trained.trainable_variables}
+    drop = {id(v) for v in frozen_vars} - keep
+    return [v for v in self.trainable_variables if id(v) not in drop]
+
+  # ------------------------------------------------------------------ eval
   def eval_metrics(self, arrays):
     """The original release's eval metrics, over all eval batches."""
+    out = self.generator_metrics(arrays)
+    mask = arrays["disc_weights"] > 0
+    if self.stage != 1:
+      disc = binary_metrics(arrays["disc_labels"][mask],
+                            arrays["disc_probs"][mask])
+      out.update({f"disc_{k}": v for k, v in disc.items()})
+      out["disc_loss"] = float(np.mean(arrays["disc_loss"]))
+    return out
+
+  def generator_metrics(self, arrays):
     w = arrays["masked_lm_weights"] > 0
     labels = arrays["masked_lm_ids"]
-    mask = arrays["input_mask"] > 0
-    y_true = arrays["disc_labels"][mask] > 0.5
-    probs = arrays["disc_probs"][mask]
-    y_pred = probs > 0.5
     out = {
         "masked_lm_accuracy": float(np.mean(
             arrays["mlm_predictions"][w] == labels[w])),
-        "masked_lm_loss": float(np.mean(arrays["mlm_nll"][w])),
         "sampled_masked_lm_accuracy": float(np.mean(
             arrays["sampled_ids"][w] == labels[w])),
-        "disc_loss": float(np.mean(arrays["disc_loss"])),
-        "disc_accuracy": float(np.mean(y_pred == y_true)),
-        "disc_precision": float(sk_metrics.precision_score(
-            y_true, y_pred, zero_division=0)),
-        "disc_recall": float(sk_metrics.recall_score(
-            y_true, y_pred, zero_division=0)),
-        "disc_auc": (float(sk_metrics.roc_auc_score(y_true, probs))
-                     if 0 < y_true.sum() < y_true.size else float("nan")),
     }
-    if self.generator is None:
-      out.pop("masked_lm_loss")
+    if self.has_generator_network:
+      out["masked_lm_loss"] = float(np.mean(arrays["mlm_nll"][w]))
     return out

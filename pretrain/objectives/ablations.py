@@ -1,0 +1,128 @@
+"""The efficiency ablations of the ELECTRA paper (section 3.5, Table 4).
+
+Both keep ELECTRA's generator and its samples, and change what the main
+model (the "discriminator", whose encoder is what fine-tuning uses) learns:
+  * Replace MLM: masked positions show generator samples instead of [MASK];
+    the main model predicts the originals there (MLM loss).
+  * All-Tokens MLM: the same input, but every token is predicted, through
+    the sigmoid copy mechanism p = D * onehot(input) + (1 - D) * softmax.
+ELECTRA 15% is ElectraModel with objective=electra_15.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from model import MaskedLMHead
+from model.encoder import initializer
+from model.positions import gather_positions
+from pretrain import losses
+from pretrain.objectives.electra import ElectraModel
+
+
+class ReplaceMLMModel(ElectraModel):
+
+  LOG_KEYS = ("loss", "mlm_loss", "main_loss", "mlm_accuracy",
+              "main_accuracy")
+  EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
+               "sampled_ids", "mlm_nll", "main_predictions", "main_nll")
+
+  def _build_discriminator_head(self, config):
+    self.main_predictions = MaskedLMHead(config, name="main_predictions")
+
+  def call(self, features, training=None):
+    h = self.hparams
+    labels = features["masked_lm_ids"]
+    weights = ops.cast(features["masked_lm_weights"], "float32")
+    gen = self.generate(features, training)
+    outputs = self.generator_outputs(features, gen)
+    hidden = self.discriminator(gen["fake_ids"], features["input_mask"],
+                                features["segment_ids"], training=training)
+    hidden = gather_positions(hidden, features["masked_lm_positions"])
+    logits = self.main_predictions(hidden,
+                                   self.discriminator.embeddings.token_table)
+    main_loss, main_nll = losses.masked_lm_loss(
+        logits, labels, weights, features.get("masked_lm_denominator"))
+    predictions = ops.cast(ops.argmax(logits, axis=-1), "int32")
+    outputs.update({
+        "loss": h.gen_weight * gen["mlm_loss"] + main_loss,
+        "main_loss": main_loss,
+        "main_accuracy": losses.weighted_accuracy(predictions, labels,
+                                                  weights),
+        "main_predictions": predictions,
+        "main_nll": main_nll,
+    })
+    return outputs
+
+  def eval_metrics(self, arrays):
+    w = arrays["masked_lm_weights"] > 0
+    out = self.generator_metrics(arrays)
+    out["replace_mlm_accuracy"] = float(np.mean(
+        arrays["main_predictions"][w] == arrays["masked_lm_ids"][w]))
+    out["replace_mlm_loss"] = float(np.mean(arrays["main_nll"][w]))
+    return out
+
+
+class AllTokensMLMModel(ElectraModel):
+
+  LOG_KEYS = ("loss", "mlm_loss", "main_loss", "mlm_accuracy",
+              "main_accuracy", "copy_probability")
+  EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
+               "sampled_ids", "mlm_nll", "main_correct", "main_nll",
+               "input_mask", "replaced")
+
+  def _build_discriminator_head(self, config):
+    self.main_predictions = MaskedLMHead(config, name="main_predictions")
+    self.copy_predictions = keras.layers.Dense(
+        1, kernel_initializer=initializer(config), name="copy_predictions")
+
+  def call(self, features, training=None):
+    h = self.hparams
+    input_ids = ops.cast(features["input_ids"], "int32")
+    input_mask = ops.cast(features["input_mask"], "float32")
+    gen = self.generate(features, training)
+    outputs = self.generator_outputs(features, gen)
+    fake_ids = gen["fake_ids"]
+    hidden = self.discriminator(fake_ids, features["input_mask"],
+                                features["segment_ids"], training=training)
+    logits = ops.cast(self.main_predictions(
+        hidden, self.discriminator.embeddings.token_table), "float32")
+    copy_logits = ops.squeeze(
+        ops.cast(self.copy_predictions(hidden), "float32"), -1)
+    nll = losses.copy_mechanism_nll(logits, copy_logits, fake_ids, input_ids)
+    main_loss = losses.weighted_mean(nll, input_mask,
+                                     features.get("input_mask_denominator"))
+    correct = ops.cast(ops.equal(
+        _mixture_argmax(logits, copy_logits, fake_ids), input_ids), "float32")
+    outputs.update({
+        "loss": h.gen_weight * gen["mlm_loss"] + main_loss,
+        "main_loss": main_loss,
+        "main_accuracy": losses.weighted_mean(correct, input_mask),
+        "copy_probability": losses.weighted_mean(ops.sigmoid(copy_logits),
+                                                 input_mask),
+        "main_correct": correct,
+        "main_nll": nll,
+        "input_mask": input_mask,
+        "replaced": ops.cast(ops.not_equal(fake_ids, input_ids), "float32"),
+    })
+    return outputs
+
+  def eval_metrics(self, arrays):
+    mask = arrays["input_mask"] > 0
+    replaced = mask & (arrays["replaced"] > 0)
+    out = self.generator_metrics(arrays)
+    out["all_tokens_accuracy"] = float(np.mean(arrays["main_correct"][mask]))
+    out["all_tokens_loss"] = float(np.mean(arrays["main_nll"][mask]))
+    if replaced.any():
+      out["replaced_tokens_accuracy"] = float(np.mean(
+          arrays["main_correct"][replaced]))
+    return out
+
+
+def _mixture_argmax(logits, copy_logits, input_ids):
+  """argmax of D * onehot(input) + (1 - D) * softmax(logits)."""
+  probs = ops.softmax(logits, axis=-1)
+  copy = ops.expand_dims(ops.sigmoid(copy_logits), -1)
+  vocab = ops.shape(logits)[-1]
+  mixture = copy * ops.one_hot(input_ids, vocab) + (1 - copy) * probs
+  return ops.cast(ops.argmax(mixture, axis=-1), "int32")

@@ -1,0 +1,124 @@
+"""Electric: an energy-based cloze model trained by NCE (Electric paper
+sections 2.1-2.5; dissertation 5.1.3-5.1.5).
+
+A two-tower cloze generator q (left-to-right and right-to-left causal
+transformers, section 2.4) is trained by maximum likelihood on every
+position and supplies k noise tokens per sequence; the transformer's energy
+E(x)_t enters the binary classifier as E(x)_t + log(k q(x_t | context) /
+(n - k)) (section 2.5), with no gradient into q through that term. Every
+sampled position is noise, even where the sample equals the original
+(Algorithm 2). Its pseudo-log-likelihood takes one pass: sum_t -E(x)_t.
+"""
+
+import numpy as np
+from keras import ops
+
+from model.positions import gather_positions
+from model.positions import scatter_positions
+from pretrain import losses
+from pretrain.objectives.electra import ElectraModel
+from pretrain.objectives.electra import binary_metrics
+from pretrain.sampling import sample_from_softmax
+
+
+class ElectricModel(ElectraModel):
+  """ELECTRA's layout (shared embeddings, discriminator = the energy
+  model) with a two-tower generator and the NCE classifier."""
+
+  LOG_KEYS = ("loss", "cloze_loss", "nce_loss", "cloze_accuracy",
+              "nce_accuracy")
+  EVAL_KEYS = ("cloze_correct", "cloze_nll", "nce_probs", "nce_labels",
+               "input_mask", "pll_tokens", "scoring_mask")
+
+  def call(self, features, training=None):
+    h = self.hparams
+    input_ids = ops.cast(features["input_ids"], "int32")
+    input_mask = ops.cast(features["input_mask"], "float32")
+    mask_denominator = features.get("input_mask_denominator")
+    positions = features["masked_lm_positions"]
+    weights = ops.cast(features["masked_lm_weights"], "float32")
+
+    # q at every position, from the unmasked input: its MLE loss needs all
+    # of them, and the classifier needs q of every token it is shown.
+    cloze_logits, _ = self.generator(features, None, training=training)
+    cloze_logits = ops.cast(cloze_logits, "float32")
+    log_z = ops.logsumexp(cloze_logits, axis=-1)
+    cloze_nll = log_z - _pick(cloze_logits, input_ids)
+    cloze_loss = losses.weighted_mean(cloze_nll, input_mask, mask_denominator)
+    cloze_correct = ops.cast(ops.equal(
+        ops.cast(ops.argmax(cloze_logits, axis=-1), "int32"), input_ids),
+        "float32")
+
+    # Algorithm 2: k noise samples in one pass, at the picked positions.
+    sampled = sample_from_softmax(gather_positions(cloze_logits, positions),
+                                  self.sample_seed, h.temperature)
+    noised_ids, replaced = scatter_positions(input_ids, positions, sampled,
+                                             weights)
+    log_q = ops.stop_gradient(_pick(cloze_logits, noised_ids) - log_z)
+    energy = self.energy(noised_ids, features, training)
+    nce_logits = losses.electric_logits(
+        energy, log_q, ops.sum(weights, axis=-1), ops.sum(input_mask, axis=-1))
+    nce_labels = ops.cast(replaced, "float32") * input_mask
+    nce_loss, _ = losses.replaced_token_detection_loss(
+        nce_logits, nce_labels, input_mask, mask_denominator)
+
+    outputs = {
+        "loss": h.gen_weight * cloze_loss + h.disc_weight * nce_loss,
+        "cloze_loss": cloze_loss,
+        "nce_loss": nce_loss,
+        "cloze_accuracy": losses.weighted_mean(cloze_correct, input_mask),
+        "nce_accuracy": losses.weighted_accuracy(
+            ops.cast(nce_logits > 0, "float32"), nce_labels, input_mask),
+        "cloze_correct": cloze_correct,
+        "cloze_nll": cloze_nll,
+        "energy": energy,
+        "log_q": log_q,
+        "nce_logits": nce_logits,
+        "nce_probs": ops.sigmoid(nce_logits),
+        "nce_labels": nce_labels,
+        "sampled_ids": sampled,
+        "input_mask": input_mask,
+        "scoring_mask": ops.cast(features["scoring_mask"], "float32"),
+    }
+    if not training:  # held-out PLL: one more pass, on the clean input
+      outputs["pll_tokens"] = self.pseudo_log_likelihood(features)
+    return outputs
+
+  def energy(self, ids, features, training=None):
+    """E(x)_t [B, T] (the discriminator head's output)."""
+    hidden = self.discriminator(ids, features["input_mask"],
+                                features["segment_ids"], training=training)
+    return ops.cast(self.discriminator_predictions(hidden), "float32")
+
+  def pseudo_log_likelihood(self, features):
+    """Per-token log p(x_t | x_\\t) ~ -E(x)_t (NCE self-normalises), one
+    pass; sum over `scoring_mask` for a sentence's PLL."""
+    return -self.energy(ops.cast(features["input_ids"], "int32"), features)
+
+  def variables_to_train(self):
+    return self.trainable_variables
+
+  def eval_metrics(self, arrays):
+    mask = arrays["input_mask"] > 0
+    scoring = arrays["scoring_mask"]
+    nce = binary_metrics(arrays["nce_labels"][mask], arrays["nce_probs"][mask])
+    out = {f"nce_{k}": v for k, v in nce.items()}
+    out["nce_loss"] = float(np.mean(arrays["nce_loss"]))
+    out["cloze_accuracy"] = float(np.mean(arrays["cloze_correct"][mask]))
+    out["cloze_loss"] = float(np.mean(arrays["cloze_nll"][mask]))
+    out.update(pll_metrics(arrays["pll_tokens"], scoring))
+    return out
+
+
+def pll_metrics(pll_tokens, scoring_mask):
+  """Held-out pseudo-log-likelihood: per token and per sequence."""
+  per_sequence = (pll_tokens * scoring_mask).sum(-1)
+  return {"pll_per_token": float(per_sequence.sum() /
+                                 max(scoring_mask.sum(), 1.0)),
+          "pll_per_sequence": float(per_sequence.mean())}
+
+
+def _pick(logits, ids):
+  """logits [B, T, V] at ids [B, T] -> [B, T]."""
+  return ops.squeeze(ops.take_along_axis(
+      logits, ops.expand_dims(ops.cast(ids, "int32"), -1), axis=-1), -1)

@@ -1,0 +1,127 @@
+"""SCRIPT: self-critic pretraining (SCRIPT paper section 2).
+
+One masked LM and no extra parameters. Pass one: MLM on the masked input.
+Replacements are drawn from a Gumbel-softmax of its output at the masked
+positions. Pass two, the critic: the same model on the sampled sequence,
+where p(real_t) = S / (S + 1) with S = sum_v exp(s_tv), i.e. the binary
+"replaced" logit is -logsumexp(s_t). Loss = L_MLM + alpha * L_Disc (alpha =
+disc_weight, 50 in the paper's appendix), one backward pass through both.
+Its pseudo-log-likelihood is one pass: PLL(x) = sum_t log p(real_t | x).
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from model import Encoder
+from model import MaskedLMHead
+from model.positions import gather_positions
+from model.positions import scatter_positions
+from pretrain import losses
+from pretrain.objectives.base import PretrainingModel
+from pretrain.objectives.electra import binary_metrics
+from pretrain.objectives.electric import pll_metrics
+from pretrain.sampling import gumbel_max_sample
+
+
+class ScriptModel(PretrainingModel):
+  """A BERT-shaped model (names as MaskedLMModel's) that is its own critic."""
+
+  LOG_KEYS = ("loss", "mlm_loss", "disc_loss", "mlm_accuracy",
+              "disc_accuracy", "replaced_fraction")
+  EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
+               "sampled_ids", "mlm_nll", "disc_probs", "disc_labels",
+               "input_mask", "pll_tokens", "scoring_mask")
+
+  def __init__(self, hparams, config, **kwargs):
+    super().__init__(hparams, **kwargs)
+    self.encoder = Encoder(config, name="encoder")
+    self.mlm_predictions = MaskedLMHead(config, name="mlm_predictions")
+    self.sample_seed = keras.random.SeedGenerator(hparams.seed,
+                                                  name="sample_seed")
+
+  def vocab_logits(self, ids, features, positions=None, training=None):
+    hidden = self.encoder(ids, features["input_mask"],
+                          features["segment_ids"], training=training)
+    if positions is not None:
+      hidden = gather_positions(hidden, positions)
+    return self.mlm_predictions(hidden, self.encoder.embeddings.token_table)
+
+  def critic_logits(self, ids, features, training=None):
+    """"Replaced" logits [B, T]: -logsumexp of the vocabulary scores."""
+    return losses.self_critic_logits(
+        self.vocab_logits(ids, features, training=training))
+
+  def call(self, features, training=None):
+    h = self.hparams
+    input_ids = ops.cast(features["input_ids"], "int32")
+    labels = features["masked_lm_ids"]
+    weights = ops.cast(features["masked_lm_weights"], "float32")
+    positions = features["masked_lm_positions"]
+    input_mask = ops.cast(features["input_mask"], "float32")
+
+    mlm_logits = self.vocab_logits(features["masked_input_ids"], features,
+                                   positions, training)
+    mlm_loss, mlm_nll = losses.masked_lm_loss(
+        mlm_logits, labels, weights, features.get("masked_lm_denominator"))
+    mlm_predictions = ops.cast(ops.argmax(mlm_logits, axis=-1), "int32")
+
+    # Gumbel-max on log pi / tau: a hard sample of Eq. 3 (which, taken as
+    # argmax, would not depend on tau; ELECTRA-style temperature does).
+    sampled = gumbel_max_sample(mlm_logits, self.sample_seed, h.temperature)
+    fake_ids, _ = scatter_positions(features["masked_input_ids"], positions,
+                                    sampled, weights)
+    disc_labels = ops.cast(ops.not_equal(fake_ids, input_ids),
+                           "float32") * input_mask
+    critic = self.critic_logits(fake_ids, features, training)
+    disc_loss, _ = losses.replaced_token_detection_loss(
+        critic, disc_labels, input_mask,
+        features.get("input_mask_denominator"))
+
+    outputs = {
+        "loss": h.gen_weight * mlm_loss + h.disc_weight * disc_loss,
+        "mlm_loss": mlm_loss,
+        "disc_loss": disc_loss,
+        "mlm_accuracy": losses.weighted_accuracy(mlm_predictions, labels,
+                                                 weights),
+        "disc_accuracy": losses.weighted_accuracy(
+            ops.cast(critic > 0, "float32"), disc_labels, input_mask),
+        "replaced_fraction": ops.sum(disc_labels) / (ops.sum(weights) + 1e-6),
+        "masked_lm_ids": labels,
+        "masked_lm_weights": weights,
+        "mlm_predictions": mlm_predictions,
+        "sampled_ids": sampled,
+        "mlm_nll": mlm_nll,
+        "disc_logits": critic,
+        "disc_probs": ops.sigmoid(critic),
+        "disc_labels": disc_labels,
+        "input_mask": input_mask,
+        "scoring_mask": ops.cast(features["scoring_mask"], "float32"),
+    }
+    if not training:  # held-out PLL: one more pass, on the clean input
+      outputs["pll_tokens"] = self.pseudo_log_likelihood(features)
+    return outputs
+
+  def pseudo_log_likelihood(self, features):
+    """Per-token log p(real_t | x) [B, T] in one pass (SCRIPT Eq. 7)."""
+    critic = self.critic_logits(ops.cast(features["input_ids"], "int32"),
+                                features)
+    return losses.log_sigmoid(-critic)
+
+  def eval_metrics(self, arrays):
+    w = arrays["masked_lm_weights"] > 0
+    labels = arrays["masked_lm_ids"]
+    mask = arrays["input_mask"] > 0
+    disc = binary_metrics(arrays["disc_labels"][mask],
+                          arrays["disc_probs"][mask])
+    out = {f"disc_{k}": v for k, v in disc.items()}
+    out.update({
+        "disc_loss": float(np.mean(arrays["disc_loss"])),
+        "masked_lm_accuracy": float(np.mean(
+            arrays["mlm_predictions"][w] == labels[w])),
+        "masked_lm_loss": float(np.mean(arrays["mlm_nll"][w])),
+        "sampled_masked_lm_accuracy": float(np.mean(
+            arrays["sampled_ids"][w] == labels[w])),
+    })
+    out.update(pll_metrics(arrays["pll_tokens"], arrays["scoring_mask"]))
+    return out
