@@ -76,6 +76,8 @@ class ElectraModel(PretrainingModel):
     # Two-stage training (section 3.2): 1 = generator only, 2 = the
     # discriminator, initialised from the generator, which is then frozen.
     self.stage = 1 if hparams.training_algorithm == "two_stage" else 0
+    if hparams.training_algorithm == "adversarial":
+      self.LOG_KEYS = self.LOG_KEYS + ("policy_loss", "baseline_loss")
 
   def _build_generator(self, hparams, gen_config, unigram):
     if hparams.uniform_generator or hparams.unigram_generator:
