@@ -237,10 +237,10 @@ class PretrainingConfig:
         raise UserError("training_algorithm=two_stage initialises the "
                         "discriminator from the generator, so the generator_* "
                         "multipliers must be 1.0 (ELECTRA section 3.2)")
-      if self.weight_sharing == "all" or self.two_tower_generator:
-        raise UserError("training_algorithm=two_stage needs separate "
-                        "generator and discriminator encoders (weight_sharing "
-                        "embeddings, none or gdes; no two-tower generator)")
+      if self.weight_sharing in ("all", "gdes") or self.two_tower_generator:
+        raise UserError("training_algorithm=two_stage copies the generator "
+                        "into a separate discriminator (weight_sharing "
+                        "embeddings or none; no two-tower generator)")
       if not 0 <= self.two_stage_generator_steps < self.num_train_steps:
         raise UserError("two_stage_generator_steps must be in [0, "
                         "num_train_steps)")

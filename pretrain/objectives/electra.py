@@ -64,7 +64,12 @@ class ElectraModel(PretrainingModel):
     sharing = hparams.weight_sharing
     self.embeddings = Embeddings(disc_config, name="embeddings")
     disc_embeddings = self.embeddings
-    if sharing == "gdes":
+    if hparams.training_algorithm == "two_stage":
+      # The generator stays frozen in stage two, so the discriminator gets
+      # embeddings of its own, copied from the generator's at the switch.
+      disc_embeddings = Embeddings(disc_config,
+                                   name="discriminator_embeddings")
+    elif sharing == "gdes":
       disc_embeddings = DisentangledEmbeddings(
           disc_config, self.embeddings, name="discriminator_embeddings")
     self.discriminator = Encoder(disc_config, disc_embeddings,
@@ -245,25 +250,18 @@ class ElectraModel(PretrainingModel):
     if [tuple(v.shape) for v in gen] != [tuple(v.shape) for v in disc]:
       raise ValueError("two-stage training needs a same-size generator")
     for source, target in zip(gen, disc):
-      if source is not target:  # shared embeddings are already the same
-        target.assign(source)
+      target.assign(source)
     self.stage = 2
 
   def variables_to_train(self):
     """Stage one trains the generator alone, stage two the discriminator
-    alone (shared embeddings train with whichever model is training)."""
+    alone (ELECTRA section 3.2)."""
     if not self.stage:
       return self.trainable_variables
-    frozen = (self.discriminator if self.stage == 1 else self.generator)
-    trained = (self.generator if self.stage == 1 else self.discriminator)
-    if self.stage == 1:
-      frozen_vars = (frozen.trainable_variables +
-                     self.discriminator_predictions.trainable_variables)
-    else:
-      frozen_vars = frozen.trainable_variables
-    keep = {id(v) for v in trained.trainable_variables}
-    drop = {id(v) for v in frozen_vars} - keep
-    return [v for v in self.trainable_variables if id(v) not in drop]
+    trained = ([self.generator] if self.stage == 1 else
+               [self.discriminator, self.discriminator_predictions])
+    keep = {id(v) for layer in trained for v in layer.trainable_variables}
+    return [v for v in self.trainable_variables if id(v) in keep]
 
   # ------------------------------------------------------------------ eval
   def eval_metrics(self, arrays):

@@ -93,6 +93,11 @@ class TwoTowerGenerator(keras.layers.Layer):
     right = self.r2l(*args, training=training)
     left = ops.pad(left[:, :-1], [[0, 0], [1, 0], [0, 0]])
     right = ops.pad(right[:, 1:], [[0, 0], [0, 1], [0, 0]])
+    # Past the last real token there is no right context: zeros, as at the
+    # end of a full row (not the state of a padding slot).
+    real_next = ops.pad(ops.cast(features["input_mask"], right.dtype)[:, 1:],
+                        [[0, 0], [0, 1]])
+    right = right * ops.expand_dims(real_next, -1)
     return ops.concatenate([left, right], axis=-1)
 
   def call(self, features, positions=None, training=None):
