@@ -95,9 +95,6 @@ class ElectricModel(ElectraModel):
     pass; sum over `scoring_mask` for a sentence's PLL."""
     return -self.energy(ops.cast(features["input_ids"], "int32"), features)
 
-  def variables_to_train(self):
-    return self.trainable_variables
-
   def eval_metrics(self, arrays):
     mask = arrays["input_mask"] > 0
     scoring = arrays["scoring_mask"]
