@@ -1,0 +1,1 @@
+"""Fine-tuning a pretrained discriminator on GLUE, SQuAD and chunking."""

@@ -1,0 +1,317 @@
+"""GLUE tasks: a linear head on the first token ([CLS]) of the encoder.
+
+Each task is a few lines: its files' columns, labels and metrics. Files are
+the standard GLUE TSVs in RAW_DATA_DIR/<task>/ (train.tsv, dev.tsv,
+test.tsv; MNLI's dev_matched/dev_mismatched/test_matched/test_mismatched).
+"""
+
+import csv
+import dataclasses
+import os
+from typing import Optional
+
+import keras
+import numpy as np
+from keras import ops
+
+from finetune import featurization
+from finetune import scorer as metrics
+from finetune.task import Example
+from finetune.task import Scorer
+from finetune.task import Task
+from model.encoder import initializer
+from util import storage
+from util.errors import UserError
+
+
+@dataclasses.dataclass
+class SentenceExample(Example):
+  text_a: str = ""
+  text_b: Optional[str] = None
+  label: object = None  # a label string, a float (STS), or None (test)
+  test_id: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Columns:
+  """Where a split's fields are: header names, or indices if no header."""
+  text_a: object
+  text_b: object = None
+  label: object = None
+  test_id: object = "index"
+  header: bool = True
+
+
+class GLUETask(Task):
+  """A single- or pair-sentence GLUE task. Subclasses set the class
+  attributes; `labels` None means regression (STS)."""
+
+  train_columns = None  # Columns for train/dev
+  test_columns = None  # Columns for test
+  labels = ("0", "1")
+  metric_names = ("accuracy",)
+  dev_splits = ("dev",)
+  test_splits = ("test",)
+  double_unordered = False  # MRPC/STS: train on (b, a) too
+  glue_dir = ""  # the official GLUE folder name, also accepted
+
+  @property
+  def metric(self):
+    return self.metric_names[0]
+
+  @property
+  def is_regression(self):
+    return self.labels is None
+
+  # ------------------------------------------------------------ examples
+  def _path(self, split):
+    """RAW_DATA_DIR/<task>/<split>.tsv, or GLUE's own folder name there."""
+    root = self.config.raw_data_dir
+    path = os.path.join(root, self.name, f"{split}.tsv")
+    official = os.path.join(root, self.glue_dir, f"{split}.tsv")
+    if not storage.exists(path) and self.glue_dir and storage.exists(
+        official):
+      return official
+    return path
+
+  def get_examples(self, split):
+    """split: "train", "dev" (every dev split) or "test"."""
+    splits = {"train": ("train",), "dev": self.dev_splits,
+              "test": self.test_splits}[split]
+    examples = []
+    for name in splits:
+      examples += self._read(name, self.test_columns if split == "test"
+                             else self.train_columns)
+    return examples
+
+  def _read(self, split, columns):
+    path = self._path(split)
+    if not storage.exists(path):
+      raise UserError(f"{self.name}: {path} not found (GLUE files go in "
+                      f"RAW_DATA_DIR/{self.name}/)")
+    with storage.open_file(path) as f:
+      rows = list(csv.reader(f, delimiter="\t", quotechar=None))
+    if not rows:
+      raise UserError(f"{path} is empty")
+    header = [h.lstrip("\ufeff") for h in rows[0]] if columns.header else []
+    index = lambda key: (key if isinstance(key, int) else  # noqa: E731
+                         _column(header, key, path))
+    fields = {k: index(getattr(columns, k)) for k in
+              ("text_a", "text_b", "label", "test_id")
+              if getattr(columns, k) is not None}
+    examples = []
+    for i, row in enumerate(rows[1:] if columns.header else rows):
+      if len(row) <= max(fields.values()):
+        raise UserError(f"{path} line {i + 1 + columns.header}: "
+                        f"{len(row)} columns, expected more")
+      label = row[fields["label"]] if "label" in fields else None
+      if label is not None:
+        label = self._parse_label(label, path, i)
+      examples.append(SentenceExample(
+          guid=f"{split}-{i}", text_a=row[fields["text_a"]],
+          text_b=row[fields["text_b"]] if "text_b" in fields else None,
+          label=label,
+          test_id=row[fields["test_id"]] if "test_id" in fields else str(i)))
+    return examples
+
+  def _parse_label(self, label, path, line):
+    if self.is_regression:
+      try:
+        return float(label)
+      except ValueError:
+        raise UserError(f"{path} line {line + 1}: score '{label}' is not a "
+                        "number") from None
+    if label not in self.labels:
+      raise UserError(f"{path} line {line + 1}: unknown label '{label}' "
+                      f"(expected one of {', '.join(self.labels)})")
+    return label
+
+  # ------------------------------------------------------------ features
+  def featurize(self, examples, is_training):
+    if is_training and self.double_unordered and self.config.double_unordered:
+      examples = examples + [dataclasses.replace(e, text_a=e.text_b,
+                                                 text_b=e.text_a)
+                             for e in examples]
+    features = featurization.encode_pairs(
+        self.tokenizer, [e.text_a for e in examples],
+        [e.text_b for e in examples], self.config.max_seq_length)
+    if self.is_regression:
+      features["labels"] = np.array([e.label or 0.0 for e in examples],
+                                    np.float32)
+    else:
+      features["label_ids"] = np.array(
+          [self.labels.index(e.label) if e.label is not None else 0
+           for e in examples], np.int32)
+    return features
+
+  # ---------------------------------------------------------- head, loss
+  def build_head(self, encoder_config):
+    return ClassificationHead(encoder_config,
+                              1 if self.is_regression else len(self.labels),
+                              name=f"{self.name}_head")
+
+  def loss_and_outputs(self, head, hidden, features, training):
+    logits = ops.cast(head(hidden, training=training), "float32")
+    if self.is_regression:
+      predictions = ops.squeeze(logits, -1)
+      loss = ops.square(predictions - ops.cast(features["labels"],
+                                               "float32"))
+      return loss, {"predictions": predictions}
+    log_probs = ops.log_softmax(logits, axis=-1)
+    labels = ops.cast(features["label_ids"], "int32")
+    loss = -ops.take_along_axis(log_probs, labels[:, None], axis=-1)[:, 0]
+    return loss, {"predictions": ops.argmax(logits, axis=-1),
+                  "probabilities": ops.exp(log_probs)}
+
+  def get_scorer(self, examples, features):
+    return GLUEScorer(self, examples)
+
+
+class ClassificationHead(keras.layers.Layer):
+  """Dropout then a linear layer on the first token's hidden state."""
+
+  def __init__(self, config, num_outputs, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+    self.dense = keras.layers.Dense(
+        num_outputs, kernel_initializer=initializer(config), name="output")
+
+  def build(self, input_shape):
+    self.dense.build((None, self.config.hidden_size))
+    self.built = True
+
+  def call(self, hidden, training=None):
+    return self.dense(self.dropout(hidden[:, 0], training=training))
+
+
+class GLUEScorer(Scorer):
+  """Metrics of the task's `metric_names` on the dev rows (MNLI: matched,
+  and mismatched as `<metric>_mm`); GLUE test TSVs on test rows."""
+
+  def __init__(self, task, examples):
+    super().__init__()
+    self.task, self.examples = task, examples
+
+  def _predictions(self):
+    return self.collected()["predictions"]
+
+  def get_results(self):
+    predictions = self._predictions()
+    results = {}
+    splits = sorted({e.guid.split("-")[0] for e in self.examples},
+                    key=list(self.task.dev_splits).index)
+    for n, split in enumerate(splits):
+      rows = [i for i, e in enumerate(self.examples)
+              if e.guid.split("-")[0] == split]
+      gold = [self.examples[i].label for i in rows]
+      pred = predictions[rows]
+      if not self.task.is_regression:
+        gold = np.array([self.task.labels.index(g) for g in gold])
+      suffix = "" if n == 0 else "_mm"
+      for name in self.task.metric_names:
+        results[name + suffix] = metrics.METRICS[name](gold, pred)
+    return results
+
+  def write_predictions(self, path):
+    """GLUE leaderboard TSV: index and prediction per test example."""
+    predictions = self._predictions()
+    if self.task.is_regression:
+      values = [f"{min(max(float(p), 0.0), 5.0):.3f}" for p in predictions]
+    else:
+      values = [self.task.labels[int(p)] for p in predictions]
+    metrics.write_glue_tsv(path, [e.test_id for e in self.examples], values)
+
+
+def _column(header, name, path):
+  if name not in header:
+    raise UserError(f"{path}: no '{name}' column (header: "
+                    f"{', '.join(header)})")
+  return header.index(name)
+
+
+# ------------------------------------------------------------ the tasks
+class CoLA(GLUETask):
+  name = "cola"
+  glue_dir = "CoLA"
+  train_columns = Columns(text_a=3, label=1, header=False)
+  test_columns = Columns(text_a="sentence")
+  metric_names = ("mcc",)
+
+
+class SST(GLUETask):
+  name = "sst"
+  glue_dir = "SST-2"
+  train_columns = Columns(text_a="sentence", label="label")
+  test_columns = Columns(text_a="sentence")
+
+
+class MRPC(GLUETask):
+  name = "mrpc"
+  glue_dir = "MRPC"
+  train_columns = Columns(text_a="#1 String", text_b="#2 String",
+                          label="Quality")
+  test_columns = Columns(text_a="#1 String", text_b="#2 String",
+                         test_id="index")
+  metric_names = ("accuracy", "f1")
+  double_unordered = True
+
+
+class STS(GLUETask):
+  name = "sts"
+  glue_dir = "STS-B"
+  train_columns = Columns(text_a="sentence1", text_b="sentence2",
+                          label="score")
+  test_columns = Columns(text_a="sentence1", text_b="sentence2")
+  labels = None
+  metric_names = ("pearson", "spearman")
+  double_unordered = True
+
+
+class QQP(GLUETask):
+  name = "qqp"
+  glue_dir = "QQP"
+  train_columns = Columns(text_a="question1", text_b="question2",
+                          label="is_duplicate")
+  test_columns = Columns(text_a="question1", text_b="question2",
+                         test_id="id")
+  metric_names = ("accuracy", "f1")
+
+
+class MNLI(GLUETask):
+  name = "mnli"
+  glue_dir = "MNLI"
+  train_columns = Columns(text_a="sentence1", text_b="sentence2",
+                          label="gold_label")
+  test_columns = Columns(text_a="sentence1", text_b="sentence2")
+  labels = ("contradiction", "entailment", "neutral")
+  dev_splits = ("dev_matched", "dev_mismatched")
+  test_splits = ("test_matched", "test_mismatched")
+
+
+class QNLI(GLUETask):
+  name = "qnli"
+  glue_dir = "QNLI"
+  train_columns = Columns(text_a="question", text_b="sentence",
+                          label="label")
+  test_columns = Columns(text_a="question", text_b="sentence")
+  labels = ("entailment", "not_entailment")
+
+
+class RTE(QNLI):
+  name = "rte"
+  glue_dir = "RTE"
+  train_columns = Columns(text_a="sentence1", text_b="sentence2",
+                          label="label")
+  test_columns = Columns(text_a="sentence1", text_b="sentence2")
+
+
+class WNLI(GLUETask):
+  name = "wnli"
+  glue_dir = "WNLI"
+  train_columns = Columns(text_a="sentence1", text_b="sentence2",
+                          label="label")
+  test_columns = Columns(text_a="sentence1", text_b="sentence2")
+
+
+GLUE_TASKS = (CoLA, SST, MRPC, STS, QQP, MNLI, QNLI, RTE, WNLI)

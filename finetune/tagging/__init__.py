@@ -1,0 +1,1 @@
+"""Word-level tagging tasks (CoNLL-2000 chunking)."""

@@ -1,0 +1,263 @@
+"""The fine-tuning driver: any tasks, one encoder, `num_trials` seeds.
+
+For each trial: build the model, copy the pretrained encoder in, train on
+the tasks' train sets (several tasks: batches interleaved in proportion to
+each task's steps), evaluate on dev, write predictions; then report the
+median, mean and standard deviation of every metric over the trials.
+"""
+
+import json
+import math
+import os
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from finetune import scorer as metrics
+from finetune import task_builder
+from finetune.model import FinetuningModel
+from finetune.model import encoder_config_for
+from finetune.model import find_pretrained
+from finetune.model import load_pretrained_encoder
+from finetune.optimization import create_optimizer
+from pretrain import distribution
+from pretrain.trainer import format_seconds
+from util import storage
+from util.errors import UserError
+from util.tokenization import load_tokenizer
+
+
+def model_inputs(features):
+  """The arrays fed to the model (keys with "_" hold Python metadata)."""
+  return {k: v for k, v in features.items() if not k.startswith("_")}
+
+
+def limit(examples, n):
+  return examples[:n] if n else examples
+
+
+class FinetuningRunner:
+  """Loads the pretrained model's config, the tokenizer and the tasks."""
+
+  def __init__(self, config):
+    self.config = config
+    self.pretrained = find_pretrained(config.init_checkpoint or (
+        os.path.join(config.data_dir, "models", config.model_name)
+        if config.data_dir and config.model_name else ""))
+    p = self.pretrained.config
+    config.validate(p.model_size)
+    self.encoder_config = encoder_config_for(self.pretrained, config)
+    if config.max_seq_length > self.encoder_config.max_position_embeddings:
+      raise UserError(
+          f"max_seq_length {config.max_seq_length} exceeds the model's "
+          f"{self.encoder_config.max_position_embeddings} positions")
+    vocab_file = (config.vocab_file or p.vocab_file or
+                  os.path.join(config.data_dir, "vocab.txt"))
+    self.tokenizer = load_tokenizer(vocab_file, p.do_lower_case)
+    if self.tokenizer.vocab_size != p.vocab_size:
+      raise UserError(
+          f"vocab file {vocab_file} has {self.tokenizer.vocab_size} entries "
+          f"but the pretrained model has {p.vocab_size}; pass the "
+          "pretraining vocab with --vocab-file")
+    distribution.set_precision(config.mixed_precision)
+    self.tasks = task_builder.get_tasks(config, self.tokenizer)
+
+  # ------------------------------------------------------------- data
+  def _train_data(self):
+    c = self.config
+    data = {}
+    for task in self.tasks:
+      examples = limit(task.get_examples("train"), c.train_examples_limit)
+      features = model_inputs(task.featurize(examples, is_training=True))
+      n = len(features["input_ids"])
+      if not n:
+        raise UserError(f"{task.name}: no training examples")
+      steps = max(1, math.ceil(n * c.epochs_for(task.name) /
+                               c.train_batch_size))
+      data[task.name] = (features, steps)
+      print(f"{task.name}: {len(examples)} train examples, {n} rows, "
+            f"{steps} steps", flush=True)
+    return data
+
+  def _batches(self, features, batch_size, seed):
+    ds = tf.data.Dataset.from_tensor_slices(features)
+    ds = ds.shuffle(len(features["input_ids"]), seed=seed,
+                    reshuffle_each_iteration=True).repeat()
+    return iter(ds.batch(batch_size, drop_remainder=True).prefetch(2))
+
+  @staticmethod
+  def schedule(steps_by_task):
+    """Which task each step trains: tasks interleaved evenly, each task's
+    steps spread over the run in proportion to its count."""
+    order = []
+    for name, steps in steps_by_task.items():
+      order += [((i + 0.5) / steps, name) for i in range(steps)]
+    return [name for _, name in sorted(order)]
+
+  # ------------------------------------------------------------ trials
+  def _build(self, seed):
+    keras.utils.set_random_seed(seed)
+    model = FinetuningModel(self.encoder_config, self.tasks,
+                            name="finetuning")
+    for task in self.tasks:  # creates the variables of every head
+      examples = task.get_examples("dev")[:1] or task.get_examples("train")[:1]
+      features = model_inputs(task.featurize(examples, is_training=False))
+      model(features, task_name=task.name, training=False)
+    load_pretrained_encoder(model.encoder, self.pretrained, self.config)
+    return model
+
+  def train(self, model, seed):
+    c = self.config
+    data = self._train_data()
+    steps = {name: s for name, (_, s) in data.items()}
+    order = self.schedule(steps)
+    total = len(order)
+    optimizer = create_optimizer(
+        c, model.trainable_variables, self.encoder_config.num_hidden_layers,
+        total, self.encoder_config.share_layers)
+    iterators = {name: self._batches(features, c.train_batch_size, seed)
+                 for name, (features, _) in data.items()}
+    train_steps = {name: self._train_step(model, optimizer, name)
+                   for name in data}
+    print(f"fine-tuning {', '.join(data)} for {total} steps "
+          f"(lr {c.learning_rate:g}, layer-wise decay "
+          f"{c.layerwise_lr_decay:g}, batch {c.train_batch_size})",
+          flush=True)
+    start = last = time.time()
+    losses = []
+    for step, name in enumerate(order, 1):
+      losses.append(float(train_steps[name](next(iterators[name]))))
+      if not np.isfinite(losses[-1]):
+        raise UserError(f"non-finite loss at step {step} ({name}); try a "
+                        "lower learning_rate")
+      if step % c.log_every_steps == 0 or step == total:
+        now = time.time()
+        n = step - (step - 1) // c.log_every_steps * c.log_every_steps
+        rate = n * c.train_batch_size / max(now - last, 1e-9)
+        eta = (total - step) * (now - start) / step
+        print(f"step {step}/{total} | loss {np.mean(losses[-n:]):.4f} | "
+              f"{rate:.1f} examples/s | ETA {format_seconds(eta)}",
+              flush=True)
+        last = now
+    return float(np.mean(losses[-c.log_every_steps:]))
+
+  def _train_step(self, model, optimizer, task_name):
+    variables = model.variables_for(task_name)
+    clip = self.config.clip_norm
+
+    @tf.function
+    def step(batch):
+      with tf.GradientTape() as tape:
+        loss, _ = model(batch, task_name=task_name, training=True)
+        loss = tf.reduce_mean(loss)
+      grads = tape.gradient(loss, variables)
+      grads = [tf.convert_to_tensor(g) for g in grads]  # dense (see trainer)
+      if clip > 0:
+        grads, _ = tf.clip_by_global_norm(grads, clip)
+      optimizer.apply(grads, variables)
+      return loss
+
+    return step
+
+  def predict(self, model, task, split):
+    """The task's scorer, fed with the model's outputs on `split`."""
+    c = self.config
+    examples = limit(task.get_examples(split), c.eval_examples_limit)
+    features = task.featurize(examples, is_training=False)
+    scorer = task.get_scorer(examples, features)
+    inputs = model_inputs(features)
+    n = len(inputs["input_ids"])
+
+    @tf.function(reduce_retracing=True)
+    def step(batch):
+      loss, outputs = model(batch, task_name=task.name, training=False)
+      return dict(outputs, loss=loss)
+
+    losses = []
+    for begin in range(0, n, c.eval_batch_size):
+      batch = {k: v[begin:begin + c.eval_batch_size]
+               for k, v in inputs.items()}
+      out = {k: v.numpy() for k, v in step(batch).items()}
+      losses.append(out.pop("loss"))
+      scorer.update(out)
+    return scorer, (float(np.mean(np.concatenate(losses))) if losses
+                    else float("nan"))
+
+  def run_trial(self, trial):
+    c = self.config
+    seed = c.seed + trial
+    model = self._build(seed)
+    results = {}
+    if c.do_train:
+      self.train(model, seed)
+    for task in self.tasks:
+      if c.do_eval:
+        scorer, loss = self.predict(model, task, "dev")
+        results[task.name] = dict(scorer.get_results(), loss=loss)
+        scorer.write_predictions(self._output(
+            f"{task.name}_dev_predictions_trial{trial}"))
+      if c.write_test_outputs:
+        scorer, _ = self.predict(model, task, "test")
+        path = self._output(f"{task.name}_test_predictions_trial{trial}")
+        scorer.write_predictions(path)
+        print(f"wrote test predictions for {task.name}: {path}*",
+              flush=True)
+    return results
+
+  def _output(self, name):
+    storage.makedirs(self.config.output_dir)
+    return os.path.join(self.config.output_dir, name)
+
+  def run(self):
+    c = self.config
+    trials = []
+    for trial in range(c.num_trials):
+      print(f"trial {trial + 1}/{c.num_trials} (seed {c.seed + trial})",
+            flush=True)
+      trials.append(self.run_trial(trial))
+      if trials[-1]:
+        print(format_table(trials[-1]), flush=True)
+    summary = summarize(trials)
+    if summary:
+      out = {"tasks": c.tasks, "num_trials": c.num_trials,
+             "summary": summary, "trials": trials}
+      path = self._output(f"results_{'_'.join(c.tasks)}_"
+                          f"{time.strftime('%Y%m%d-%H%M%S')}.json")
+      storage.write_text_atomic(path, json.dumps(out, indent=2))
+      print(f"median over {c.num_trials} trial(s):", flush=True)
+      print(format_table({t: {k: v["median"] for k, v in m.items()}
+                          for t, m in summary.items()}), flush=True)
+      print(json.dumps(summary), flush=True)
+    return summary
+
+
+def summarize(trials):
+  """{task: {metric: {median, mean, std, values}}} over trials, plus the
+  GLUE score when several GLUE tasks ran."""
+  summary = {}
+  for task in (trials[0] if trials else {}):
+    summary[task] = {}
+    for key in trials[0][task]:
+      values = [t[task][key] for t in trials]
+      summary[task][key] = {"median": float(np.median(values)),
+                            "mean": float(np.mean(values)),
+                            "std": float(np.std(values)),
+                            "values": values}
+  # The GLUE score of the GLUE tasks that ran (all eight: the papers').
+  glue = [metrics.glue_average(t, require_all=False) for t in trials]
+  if trials and all(g is not None for g in glue) and len(
+      [t for t in trials[0] if t in metrics.GLUE_TASKS]) > 1:
+    summary["glue"] = {"average": {
+        "median": float(np.median(glue)), "mean": float(np.mean(glue)),
+        "std": float(np.std(glue)), "values": glue}}
+  return summary
+
+
+def format_table(results):
+  lines = []
+  for task, values in results.items():
+    for key, value in values.items():
+      lines.append(f"  {task:<8} {key:<20} {value:8.3f}")
+  return "\n".join(lines)

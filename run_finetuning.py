@@ -1,0 +1,29 @@
+"""Fine-tunes a pretrained discriminator on GLUE, SQuAD or chunking.
+
+  python run_finetuning.py --data-dir DATA_DIR --model-name NAME \
+      --task-names rte,mrpc [--hparams '{"num_trials": 10}']
+
+Starts from DATA_DIR/models/NAME/ (a run_pretraining.py model), reads
+DATA_DIR/finetuning_data/<task>/, and writes results and predictions to
+DATA_DIR/models/NAME/finetuning/.
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import configure_finetuning  # noqa: E402
+from util.errors import main_guard  # noqa: E402
+
+
+@main_guard
+def main(argv=None):
+  config = configure_finetuning.load_config(argv)
+  from util.tf_quiet import import_tensorflow
+  import_tensorflow(with_text=True)
+  from finetune.trainer import FinetuningRunner  # TF import after arg checks
+  return FinetuningRunner(config).run()
+
+
+if __name__ == "__main__":
+  main()

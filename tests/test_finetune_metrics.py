@@ -1,0 +1,196 @@
+"""GLUE metrics against scikit-learn / scipy, the GLUE score, TSVs, scorers."""
+
+import pathlib
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn import metrics as sk
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from finetune import scorer  # noqa: E402
+from finetune.task import Example  # noqa: E402
+
+SIZES = [1, 2, 7, 100, 1000]
+SEEDS = [0, 1, 2]
+
+
+def classes(seed, size, num_classes=2):
+  rng = np.random.default_rng(seed)
+  return (rng.integers(0, num_classes, size),
+          rng.integers(0, num_classes, size))
+
+
+def quiet(fn, *args, **kwargs):
+  """sklearn, without its warnings on one-class inputs (size 1)."""
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    return fn(*args, **kwargs)
+
+
+def values(seed, size, ties=False):
+  rng = np.random.default_rng(seed)
+  if ties:  # a 1-5 scale, as STS gold has, makes many ties
+    return rng.integers(1, 6, size).astype(float), rng.integers(1, 6, size)
+  x = rng.normal(size=size)
+  return x, x + rng.normal(size=size)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("size", SIZES)
+def test_accuracy_and_f1_match_sklearn(seed, size):
+  labels, predictions = classes(seed, size)
+  assert scorer.accuracy(labels, predictions) == pytest.approx(
+      100 * sk.accuracy_score(labels, predictions))
+  assert scorer.f1(labels, predictions) == pytest.approx(
+      100 * quiet(sk.f1_score, labels, predictions, zero_division=0))
+
+
+@pytest.mark.parametrize("num_classes", [2, 3])
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("size", SIZES)
+def test_mcc_matches_sklearn(seed, size, num_classes):
+  labels, predictions = classes(seed, size, num_classes)
+  assert scorer.mcc(labels, predictions) == pytest.approx(
+      100 * quiet(sk.matthews_corrcoef, labels, predictions), abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("size", SIZES[2:])
+@pytest.mark.parametrize("ties", [False, True])
+def test_correlations_match_scipy(seed, size, ties):
+  labels, predictions = values(seed, size, ties)
+  assert scorer.pearson(labels, predictions) == pytest.approx(
+      100 * stats.pearsonr(labels, predictions)[0], abs=1e-9)
+  assert scorer.spearman(labels, predictions) == pytest.approx(
+      100 * stats.spearmanr(labels, predictions)[0], abs=1e-9)
+
+
+def test_degenerate_cases_follow_sklearn():
+  labels = np.array([0, 1, 1, 0, 1])
+  constant = np.ones(5, int)
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # sklearn warns on 0/0
+    assert scorer.mcc(labels, constant) == sk.matthews_corrcoef(
+        labels, constant) == 0.0
+    assert scorer.mcc(constant, constant) == 0.0
+    zeros = np.zeros(5, int)
+    assert scorer.f1(zeros, zeros) == sk.f1_score(zeros, zeros) == 0.0
+  assert scorer.mcc(labels, labels) == 100.0
+  assert scorer.mcc(labels, 1 - labels) == -100.0
+  assert scorer.f1(labels, constant) == pytest.approx(75.0)  # 2*3/(5+3)
+  assert scorer.accuracy(labels, constant) == pytest.approx(60.0)
+  # A constant predictor carries no correlation; scipy says nan.
+  assert scorer.pearson(labels, constant) == 0.0
+  assert scorer.spearman(labels, constant) == 0.0
+  assert scorer.pearson([1.0, 2.0, 3.0], [2.0, 4.0, 6.0]) == pytest.approx(
+      100.0)
+  assert scorer.spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-100.0)
+
+
+def test_metric_inputs_are_checked():
+  with pytest.raises(ValueError, match="3 labels but 2 predictions"):
+    scorer.accuracy([0, 1, 1], [0, 1])
+  with pytest.raises(ValueError, match="no predictions"):
+    scorer.mcc([], [])
+  for value in (scorer.accuracy([1], [1]), scorer.spearman([1, 2], [1, 2])):
+    assert type(value) is float  # pylint: disable=unidiomatic-typecheck
+  assert set(scorer.METRICS) == {"accuracy", "f1", "mcc", "pearson",
+                                 "spearman"}
+
+
+def bert_base_test_results():
+  """ELECTRA Table 7's BERT-Base row ("Avg." 80.9) as trainer results, with
+  the metrics that must not count set to something else."""
+  return {
+      "cola": {"mcc": 52.1, "loss": 0.5},
+      "sst": {"accuracy": 93.5},
+      "mrpc": {"accuracy": 84.8, "f1": 1.0},
+      "sts": {"pearson": 1.0, "spearman": 85.8},
+      "qqp": {"accuracy": 89.2, "f1": 1.0},
+      "mnli": {"accuracy": 84.6, "accuracy_mm": 1.0},
+      "qnli": {"accuracy": 90.5},
+      "rte": {"accuracy": 66.4},
+      "wnli": {"accuracy": 1.0},  # excluded, following BERT
+      "chunk": {"f1": 1.0},
+  }
+
+
+def test_glue_average_uses_each_tasks_headline_metric():
+  results = bert_base_test_results()
+  expected = (52.1 + 93.5 + 84.8 + 85.8 + 89.2 + 84.6 + 90.5 + 66.4) / 8
+  assert scorer.glue_average(results) == pytest.approx(expected)
+  assert round(scorer.glue_average(results), 1) == 80.9
+  assert scorer.GLUE_METRICS["mrpc"] == "accuracy"
+  assert "wnli" not in scorer.GLUE_TASKS
+
+
+def test_glue_average_of_a_subset():
+  results = {"rte": {"accuracy": 70.0}, "cola": {"mcc": 50.0},
+             "chunk": {"f1": 95.0}}
+  assert scorer.glue_average(results) is None  # not the GLUE score
+  assert scorer.glue_average(results, require_all=False) == 60.0
+  assert scorer.glue_average({"chunk": {"f1": 95.0}},
+                             require_all=False) is None
+  assert scorer.glue_average({}) is None
+
+
+def test_write_glue_tsv(tmp_path):
+  path = tmp_path / "out" / "RTE.tsv"
+  scorer.write_glue_tsv(str(path), [0, 1, "2"],
+                        ["entailment", "not_entailment", "entailment"])
+  assert path.read_text() == ("index\tprediction\n0\tentailment\n"
+                              "1\tnot_entailment\n2\tentailment\n")
+  scorer.write_glue_tsv(str(path), [0, 1], [np.float32(4.25), 1.0])
+  assert path.read_text() == "index\tprediction\n0\t4.250\n1\t1.000\n"
+  with pytest.raises(ValueError, match="2 ids but 1 predictions"):
+    scorer.write_glue_tsv(str(path), [0, 1], ["a"])
+
+
+def test_classification_scorer(tmp_path):
+  examples = [Example(guid=f"test-{i}") for i in range(5)]
+  s = scorer.ClassificationScorer(examples, {"accuracy": scorer.accuracy,
+                                             "f1": scorer.f1},
+                                  label_names=["no", "yes"])
+  s.update({"predictions": np.array([1, 0, 1]),
+            "label_ids": np.array([1, 1, 1]), "loss": np.array([1., 2, 3])})
+  # The last batch holds a padding row beyond the examples.
+  s.update({"predictions": np.array([0, 0, 1]),
+            "label_ids": np.array([0, 0, 1]), "loss": np.array([4., 5, 99])})
+  results = s.get_results()
+  assert results == pytest.approx({"accuracy": 80.0, "f1": 80.0,
+                                   "loss": 3.0})
+  s.write_predictions(str(tmp_path / "p.tsv"))
+  assert (tmp_path / "p.tsv").read_text().splitlines() == [
+      "index\tprediction", "0\tyes", "1\tno", "2\tyes", "3\tno", "4\tno"]
+
+
+def test_regression_scorer(tmp_path):
+  examples = [Example(guid=f"id{i}") for i in range(4)]
+  s = scorer.RegressionScorer(examples)
+  s.update({"predictions": np.array([1.0, 2.0]),
+            "labels": np.array([1.0, 3.0])})
+  s.update({"predictions": np.array([3.0, 5.0]),
+            "labels": np.array([2.0, 4.0])})
+  results = s.get_results()
+  assert set(results) == {"pearson", "spearman"}
+  assert results["spearman"] == pytest.approx(80.0)  # ranks 1243 vs 1234
+  assert results["pearson"] == pytest.approx(
+      100 * stats.pearsonr([1, 3, 2, 4], [1, 2, 3, 5])[0])
+  s.write_predictions(str(tmp_path / "sts.tsv"))
+  assert (tmp_path / "sts.tsv").read_text().splitlines()[1:] == [
+      "id0\t1.000", "id1\t2.000", "id2\t3.000", "id3\t5.000"]
+
+
+def test_scorer_needs_every_row_and_a_gold():
+  s = scorer.ClassificationScorer([Example("dev-0"), Example("dev-1")])
+  s.update({"predictions": np.array([1])})
+  with pytest.raises(ValueError, match="1 output rows for 2 examples"):
+    s.get_results()
+  s.update({"predictions": np.array([1])})
+  with pytest.raises(ValueError, match="no 'label_ids' or 'labels'"):
+    s.get_results()

@@ -1,0 +1,65 @@
+"""Layer-wise learning-rate decay as the ELECTRA release computes it."""
+
+import contextlib
+import types
+
+import keras
+import numpy as np
+
+from finetune.optimization import create_optimizer
+from finetune.optimization import depth_of
+
+
+def config(**kw):
+  values = dict(learning_rate=1e-3, layerwise_lr_decay=0.8,
+                warmup_proportion=0.0, weight_decay_rate=0.0, adam_beta1=0.9,
+                adam_beta2=0.999, adam_epsilon=1e-6)
+  values.update(kw)
+  return types.SimpleNamespace(**values)
+
+
+def variable(path, size):
+  """A zero variable whose Keras path is `path`."""
+  *scopes, name = path.split("/")
+  with contextlib.ExitStack() as stack:
+    for scope in scopes:
+      stack.enter_context(keras.name_scope(scope))
+    return keras.Variable(np.zeros(size, np.float32), name=name)
+
+
+def test_depths_follow_the_release():
+  n = 12
+  assert depth_of("finetuning/encoder/embeddings/word_embeddings/embeddings",
+                  n) == 0
+  assert depth_of("finetuning/encoder/embeddings_project/kernel", n) == 0
+  assert depth_of("finetuning/encoder/layer_0/attention/query/kernel", n) == 1
+  assert depth_of("finetuning/encoder/layer_11/output/bias", n) == 12
+  assert depth_of("finetuning/rte_head/output/kernel", n) == 14
+
+
+def test_first_adam_step_moves_each_variable_by_its_layer_lr():
+  """Adam's first update is lr * g / (|g| + eps) ~ lr per element, so the
+  step of each variable reveals its learning rate: lr * 0.8^(n + 2 - d)."""
+  n, lr, decay = 3, 1e-3, 0.8
+  names = ["encoder/embeddings/w", "encoder/layer_0/w", "encoder/layer_2/w",
+           "head/w"]
+  variables = [variable(name, 4) for name in names]
+  optimizer = create_optimizer(config(learning_rate=lr,
+                                      layerwise_lr_decay=decay),
+                               variables, n, num_train_steps=100)
+  optimizer.apply([np.ones(4, np.float32)] * len(variables), variables)
+  steps = [float(-np.asarray(v)[0]) for v in variables]
+  depths = [0, 1, 3, n + 2]
+  expected = [lr * decay ** (n + 2 - d) for d in depths]
+  np.testing.assert_allclose(steps, expected, rtol=1e-3)
+
+
+def test_shared_layer_takes_the_top_layers_rate():
+  n, lr, decay = 4, 1e-3, 0.5
+  shared = variable("encoder/layer_0/w", 2)
+  optimizer = create_optimizer(config(learning_rate=lr,
+                                      layerwise_lr_decay=decay), [shared], n,
+                               num_train_steps=100, share_layers=True)
+  optimizer.apply([np.ones(2, np.float32)], [shared])
+  np.testing.assert_allclose(-np.asarray(shared)[0],
+                             lr * decay ** 2, rtol=1e-3)

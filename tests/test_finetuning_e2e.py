@@ -1,0 +1,167 @@
+"""Pretrained checkpoint -> fine-tuning on slices of the real GLUE, SQuAD and
+CoNLL-2000 data: every task trains, evaluates and writes predictions."""
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import run_finetuning
+import run_pretraining
+from tests.test_pretraining_e2e import data_dir  # noqa: F401 (fixture)
+from tests.test_pretraining_e2e import hparams
+
+SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), "..", "shared", "data")
+GLUE = {"cola": "CoLA", "sst": "SST-2", "mrpc": "MRPC", "sts": "STS-B",
+        "rte": "RTE", "wnli": "WNLI"}
+QUICK = {"train_examples_limit": 48, "eval_examples_limit": 32,
+         "num_train_epochs": 1.0, "train_batch_size": 16,
+         "eval_batch_size": 16, "max_seq_length": 64, "log_every_steps": 2,
+         "learning_rate": 1e-3}
+
+
+def squad_slice(path, out_dir, articles_train=2, questions_dev=40):
+  """A train file from the first articles of a dev file, dev from the
+  next (there is no SQuAD train set here)."""
+  with open(path) as f:
+    data = json.load(f)
+  os.makedirs(out_dir, exist_ok=True)
+  train = dict(data, data=data["data"][:articles_train])
+  dev_article = dict(data["data"][articles_train])
+  kept, paragraphs = 0, []
+  for paragraph in dev_article["paragraphs"]:
+    if kept >= questions_dev:
+      break
+    paragraphs.append(paragraph)
+    kept += len(paragraph["qas"])
+  dev = dict(data, data=[dict(dev_article, paragraphs=paragraphs)])
+  for name, part in (("train", train), ("dev", dev)):
+    with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
+      json.dump(part, f)
+
+
+@pytest.fixture(scope="module")
+def pretrained(data_dir):  # noqa: F811
+  """A tiny pretrained ELECTRA and a finetuning_data/ folder."""
+  run_pretraining.main(["--data-dir", data_dir, "--model-name", "pre",
+                        "--hparams", hparams(num_train_steps=20)])
+  raw = os.path.join(data_dir, "finetuning_data")
+  os.makedirs(raw, exist_ok=True)
+  for name, official in GLUE.items():  # official folder names work too
+    link = os.path.join(raw, official)
+    if not os.path.exists(link):
+      os.symlink(os.path.join(SHARED, "glue", official), link)
+  squad_slice(os.path.join(SHARED, "squad", "dev-v1.1.json"),
+              os.path.join(raw, "squadv1"))
+  squad_slice(os.path.join(SHARED, "squad", "dev-v2.0.rebuilt.json"),
+              os.path.join(raw, "squad"))
+  chunk = os.path.join(raw, "chunk")
+  os.makedirs(chunk, exist_ok=True)
+  for name, source in (("train", "train.txt"), ("dev", "test.txt")):
+    with open(os.path.join(SHARED, "chunk", source)) as f:
+      sentences = f.read().split("\n\n")[:60]
+    with open(os.path.join(chunk, f"{name}.txt"), "w") as f:
+      f.write("\n\n".join(sentences) + "\n")
+  return data_dir
+
+
+def finetune(data_dir, tasks, capsys, **extra):
+  summary = run_finetuning.main([
+      "--data-dir", data_dir, "--model-name", "pre", "--task-names", tasks,
+      "--hparams", json.dumps(dict(QUICK, **extra))])
+  return summary, capsys.readouterr().out
+
+
+EXPECTED = {
+    "cola": ("mcc",), "sst": ("accuracy",), "mrpc": ("accuracy", "f1"),
+    "sts": ("pearson", "spearman"), "rte": ("accuracy",),
+    "squadv1": ("exact_match", "f1"),
+    "squad": ("exact_match", "f1", "best_f1"),
+    "chunk": ("f1",),
+}
+
+
+@pytest.mark.parametrize("task", list(EXPECTED))
+def test_every_task_trains_evaluates_and_writes_predictions(pretrained,
+                                                            capsys, task):
+  summary, out = finetune(pretrained, task, capsys)
+  assert re.search(r"step \d+/\d+ \| loss [0-9.]+ \| [0-9.]+ examples/s",
+                   out), out
+  for metric in EXPECTED[task]:
+    value = summary[task][metric]["median"]
+    assert np.isfinite(value), (metric, value)
+  outputs = os.path.join(pretrained, "models", "pre", "finetuning")
+  assert any(f.startswith(f"{task}_dev_predictions_trial0")
+             for f in os.listdir(outputs)), os.listdir(outputs)
+
+
+def test_multi_task_trials_report_median_mean_std(pretrained, capsys):
+  summary, out = finetune(pretrained, "rte,mrpc", capsys, num_trials=2)
+  for task in ("rte", "mrpc"):
+    stats = summary[task]["accuracy"]
+    assert len(stats["values"]) == 2
+    assert stats["median"] == pytest.approx(np.median(stats["values"]))
+    assert stats["std"] == pytest.approx(np.std(stats["values"]))
+  assert "glue" in summary
+  assert "median over 2 trial(s)" in out
+
+
+def test_glue_test_outputs_are_leaderboard_tsvs(pretrained, capsys):
+  finetune(pretrained, "sst", capsys, do_train=False,
+           write_test_outputs=True, eval_examples_limit=20)
+  path = os.path.join(pretrained, "models", "pre", "finetuning",
+                      "sst_test_predictions_trial0")
+  lines = open(path).read().splitlines()
+  assert lines[0] == "index\tprediction"
+  assert len(lines) == 21
+  assert all(re.fullmatch(r"\d+\t[01]", line) for line in lines[1:])
+
+
+def test_encoder_starts_from_the_discriminator(pretrained):
+  from configure_finetuning import FinetuningConfig
+  from finetune.trainer import FinetuningRunner
+  config = FinetuningConfig(data_dir=pretrained, model_name="pre",
+                            task_names="rte", **QUICK)
+  runner = FinetuningRunner(config)
+  model = runner._build(0)  # pylint: disable=protected-access
+  reader = tf.train.load_checkpoint(runner.pretrained.checkpoint)
+  names = reader.get_variable_to_shape_map()
+  for variable in model.encoder.weights:
+    suffix = variable.path.split("/", 1)[1].replace("/", ".S")
+    match = [n for n in names if "discriminator" in n and n.endswith(
+        suffix + "/.ATTRIBUTES/VARIABLE_VALUE")]
+    if "embeddings" in variable.path and not match:  # shared with generator
+      match = [n for n in names if n.endswith(
+          "embeddings.S" + suffix.split(".S", 1)[1] +
+          "/.ATTRIBUTES/VARIABLE_VALUE")]
+    assert match, variable.path
+    np.testing.assert_array_equal(np.asarray(variable),
+                                  reader.get_tensor(match[0]))
+
+
+def expect_error(capsys, argv, match):
+  with pytest.raises(SystemExit) as info:
+    run_finetuning.main(argv)
+  assert info.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and re.search(match, err[0]), err
+
+
+def test_user_errors_are_one_clear_line(pretrained, capsys, tmp_path):
+  base = ["--data-dir", pretrained, "--model-name", "pre"]
+  expect_error(capsys, base + ["--task-names", "nope"], r"unknown task 'nope'")
+  expect_error(capsys, ["--data-dir", pretrained, "--model-name", "missing",
+                        "--task-names", "rte"], r"no checkpoint found")
+  small_vocab = tmp_path / "vocab.txt"
+  small_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n")
+  expect_error(capsys, base + ["--task-names", "rte", "--vocab-file",
+                               str(small_vocab)],
+               r"has 6 entries but the pretrained model has 30522")
+  expect_error(capsys, base + ["--task-names", "rte", "--max-seq-length",
+                               "1024"], r"exceeds the model's 512 positions")
+  expect_error(capsys, base + ["--task-names", "qnli"],
+               r"qnli.*train.tsv not found")
