@@ -134,8 +134,9 @@ class FinetuningConfig:
       raise UserError("warmup_proportion must be in [0, 1)")
     squad = any(t.startswith("squad") for t in self.tasks)
     if squad and self.max_query_length >= self.max_seq_length - 3:
-      raise UserError("max_query_length must leave room for the context in "
-                      "max_seq_length")
+      raise UserError(f"max_query_length {self.max_query_length} leaves no "
+                      f"room for the context in max_seq_length "
+                      f"{self.max_seq_length}")
     if not self.do_train and not self.do_eval and not self.write_test_outputs:
       raise UserError("nothing to do: do_train, do_eval and "
                       "write_test_outputs are all false")

@@ -27,6 +27,11 @@ class FinetuningModel(keras.Model):
     self.heads = {task.name: task.build_head(encoder_config)
                   for task in tasks}
 
+  def build(self, input_shape=None):
+    # The encoder and each head build on their first call (one task's call
+    # never touches the other heads).
+    self.built = True
+
   def call(self, features, task_name, training=None):
     hidden = self.encoder(features["input_ids"], features["input_mask"],
                           features["segment_ids"], training=training)
@@ -55,6 +60,9 @@ def find_pretrained(path):
   if not path:
     raise UserError("no pretrained model: pass --init-checkpoint or "
                     "--data-dir and --model-name")
+  if not storage.isdir(path) and not storage.exists(path + ".index"):
+    raise UserError(f"no checkpoint found at {path} (train one with "
+                    "run_pretraining.py, or pass --init-checkpoint)")
   model_dir = path if storage.isdir(path) else os.path.dirname(path)
   checkpoint = (tf.train.latest_checkpoint(path) if storage.isdir(path)
                 else path)

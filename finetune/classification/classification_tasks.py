@@ -38,7 +38,7 @@ class Columns:
   text_a: object
   text_b: object = None
   label: object = None
-  test_id: object = "index"
+  test_id: object = None  # test files: default "index"
   header: bool = True
 
 
@@ -79,9 +79,12 @@ class GLUETask(Task):
     splits = {"train": ("train",), "dev": self.dev_splits,
               "test": self.test_splits}[split]
     examples = []
+    columns = self.train_columns
+    if split == "test":
+      columns = dataclasses.replace(
+          self.test_columns, test_id=self.test_columns.test_id or "index")
     for name in splits:
-      examples += self._read(name, self.test_columns if split == "test"
-                             else self.train_columns)
+      examples += self._read(name, columns)
     return examples
 
   def _read(self, split, columns):

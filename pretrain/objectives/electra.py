@@ -231,6 +231,10 @@ class ElectraModel(PretrainingModel):
     return policy_loss + baseline_loss
 
   def build_variables(self):
+    # Shared embeddings are built first, under the model's own scope, so
+    # their path is <model>/embeddings whichever encoder uses them first.
+    with keras.name_scope(self.name):
+      self.embeddings(np.zeros((1, 1), np.int32))
     stage, self.stage = self.stage, 0  # stage one skips the discriminator
     try:
       super().build_variables()
