@@ -11,7 +11,6 @@ a GLUE average).
 
 import numpy as np
 
-from finetune.task import Scorer
 from util import storage
 
 # The GLUE score (ELECTRA section 3.1 "Experimental Setup" and appendix B;
@@ -131,77 +130,3 @@ def _format_label(label):
   if isinstance(label, (float, np.floating)):
     return f"{float(label):.3f}"
   return str(label)
-
-
-class RowScorer(Scorer):
-  """Metrics over rows that are one example each (GLUE-style tasks).
-
-  Outputs per row: "predictions" (class ids or values) and the gold as
-  "label_ids" or "labels"; "loss" when given is averaged. Rows beyond the
-  examples (a padded last batch) are ignored.
-  """
-
-  default_metrics = {}
-
-  def __init__(self, examples, metric_fns=None, label_names=None):
-    super().__init__()
-    self.examples = list(examples)
-    self.metric_fns = dict(metric_fns or self.default_metrics)
-    self.label_names = label_names  # class id -> the leaderboard's label
-
-  def _rows(self):
-    data = self.collected()
-    n = len(self.examples)
-    if len(data["predictions"]) < n:
-      raise ValueError(f"{len(data['predictions'])} output rows for {n} "
-                       "examples")
-    return {k: v[:n] for k, v in data.items()}
-
-  def get_results(self):
-    data = self._rows()
-    gold = data.get("label_ids", data.get("labels"))
-    if gold is None:
-      raise ValueError("outputs carry no 'label_ids' or 'labels' to score")
-    results = {name: fn(gold, data["predictions"])
-               for name, fn in self.metric_fns.items()}
-    if "loss" in data:
-      results["loss"] = float(np.mean(data["loss"]))
-    return results
-
-  def write_predictions(self, path):
-    predictions = self._rows()["predictions"]
-    write_glue_tsv(path, [leaderboard_id(e) for e in self.examples],
-                   [self._label(p) for p in predictions])
-
-  def _label(self, prediction):
-    return prediction
-
-
-class ClassificationScorer(RowScorer):
-  """Class-id predictions; accuracy unless other metrics are given."""
-
-  default_metrics = {"accuracy": accuracy}
-
-  def _label(self, prediction):
-    if self.label_names is not None:
-      return self.label_names[int(prediction)]
-    return int(prediction)
-
-
-class RegressionScorer(RowScorer):
-  """Real-valued predictions; Pearson and Spearman (STS)."""
-
-  default_metrics = {"pearson": pearson, "spearman": spearman}
-
-  def _label(self, prediction):
-    return float(prediction)
-
-
-def leaderboard_id(example):
-  """An example's id in a leaderboard file: its `test_id` when it has one,
-  else the index of a "<split>-<index>" guid, else the guid."""
-  test_id = getattr(example, "test_id", "")
-  if test_id != "":
-    return test_id
-  split, _, index = example.guid.rpartition("-")
-  return index if split and index.isdigit() else example.guid

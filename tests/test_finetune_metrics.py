@@ -13,7 +13,6 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from finetune import scorer  # noqa: E402
-from finetune.task import Example  # noqa: E402
 
 SIZES = [1, 2, 7, 100, 1000]
 SEEDS = [0, 1, 2]
@@ -149,48 +148,3 @@ def test_write_glue_tsv(tmp_path):
   assert path.read_text() == "index\tprediction\n0\t4.250\n1\t1.000\n"
   with pytest.raises(ValueError, match="2 ids but 1 predictions"):
     scorer.write_glue_tsv(str(path), [0, 1], ["a"])
-
-
-def test_classification_scorer(tmp_path):
-  examples = [Example(guid=f"test-{i}") for i in range(5)]
-  s = scorer.ClassificationScorer(examples, {"accuracy": scorer.accuracy,
-                                             "f1": scorer.f1},
-                                  label_names=["no", "yes"])
-  s.update({"predictions": np.array([1, 0, 1]),
-            "label_ids": np.array([1, 1, 1]), "loss": np.array([1., 2, 3])})
-  # The last batch holds a padding row beyond the examples.
-  s.update({"predictions": np.array([0, 0, 1]),
-            "label_ids": np.array([0, 0, 1]), "loss": np.array([4., 5, 99])})
-  results = s.get_results()
-  assert results == pytest.approx({"accuracy": 80.0, "f1": 80.0,
-                                   "loss": 3.0})
-  s.write_predictions(str(tmp_path / "p.tsv"))
-  assert (tmp_path / "p.tsv").read_text().splitlines() == [
-      "index\tprediction", "0\tyes", "1\tno", "2\tyes", "3\tno", "4\tno"]
-
-
-def test_regression_scorer(tmp_path):
-  examples = [Example(guid=f"id{i}") for i in range(4)]
-  s = scorer.RegressionScorer(examples)
-  s.update({"predictions": np.array([1.0, 2.0]),
-            "labels": np.array([1.0, 3.0])})
-  s.update({"predictions": np.array([3.0, 5.0]),
-            "labels": np.array([2.0, 4.0])})
-  results = s.get_results()
-  assert set(results) == {"pearson", "spearman"}
-  assert results["spearman"] == pytest.approx(80.0)  # ranks 1243 vs 1234
-  assert results["pearson"] == pytest.approx(
-      100 * stats.pearsonr([1, 3, 2, 4], [1, 2, 3, 5])[0])
-  s.write_predictions(str(tmp_path / "sts.tsv"))
-  assert (tmp_path / "sts.tsv").read_text().splitlines()[1:] == [
-      "id0\t1.000", "id1\t2.000", "id2\t3.000", "id3\t5.000"]
-
-
-def test_scorer_needs_every_row_and_a_gold():
-  s = scorer.ClassificationScorer([Example("dev-0"), Example("dev-1")])
-  s.update({"predictions": np.array([1])})
-  with pytest.raises(ValueError, match="1 output rows for 2 examples"):
-    s.get_results()
-  s.update({"predictions": np.array([1])})
-  with pytest.raises(ValueError, match="no 'label_ids' or 'labels'"):
-    s.get_results()

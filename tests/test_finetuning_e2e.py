@@ -112,6 +112,11 @@ def test_multi_task_trials_report_median_mean_std(pretrained, capsys):
   assert "median over 2 trial(s)" in out
 
 
+def test_init_from_the_generator(pretrained, capsys):
+  summary, out = finetune(pretrained, "rte", capsys, init_from="generator")
+  assert np.isfinite(summary["rte"]["accuracy"]["median"])
+
+
 def test_glue_test_outputs_are_leaderboard_tsvs(pretrained, capsys):
   finetune(pretrained, "sst", capsys, do_train=False,
            write_test_outputs=True, eval_examples_limit=20)
