@@ -15,8 +15,8 @@ from configure_finetuning import FinetuningConfig
 from finetune.qa import SQuAD
 from finetune.qa import SQuADv1
 from finetune.qa import squad_eval
-from finetune.qa.qa_tasks import max_context_span
-from finetune.qa.qa_tasks import split_context
+from finetune.qa.qa_data import max_context_span
+from finetune.qa.qa_data import split_context
 from model.config import get_model_config
 from util import tokenization
 from util.errors import UserError
