@@ -15,10 +15,12 @@ from configure_finetuning import FinetuningConfig  # noqa: E402
 from finetune.tagging import tagging_utils as tu  # noqa: E402
 from finetune.tagging.tagging_tasks import Chunking  # noqa: E402
 from finetune.tagging.tagging_tasks import pack_words  # noqa: E402
+from tests.shared_data import BERT_VOCAB  # noqa: E402
+from tests.shared_data import SHARED  # noqa: E402
 from util.errors import UserError  # noqa: E402
 
-DATA = pathlib.Path("/work/shared/data/chunk")
-VOCAB = pathlib.Path("/work/shared/data/vocab/bert-base-uncased-vocab.txt")
+DATA = pathlib.Path(SHARED) / "chunk"
+VOCAB = pathlib.Path(BERT_VOCAB)
 # The first sentence of the official test set, by chunk.
 FIRST = [("Rockwell International Corp.", "NP"), ("'s Tulsa unit", "NP"),
          ("said", "VP"), ("it", "NP"), ("signed", "VP"),

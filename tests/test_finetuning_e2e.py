@@ -11,11 +11,10 @@ import tensorflow as tf
 
 import run_finetuning
 import run_pretraining
+from tests.shared_data import SHARED
 from tests.test_pretraining_e2e import data_dir  # noqa: F401 (fixture)
 from tests.test_pretraining_e2e import hparams
 
-SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), "..", "shared", "data")
 GLUE = {"cola": "CoLA", "sst": "SST-2", "mrpc": "MRPC", "sts": "STS-B",
         "rte": "RTE", "wnli": "WNLI"}
 QUICK = {"train_examples_limit": 48, "eval_examples_limit": 32,

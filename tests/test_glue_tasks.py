@@ -8,12 +8,12 @@ import pytest
 from configure_finetuning import FinetuningConfig
 from finetune.classification import classification_tasks as glue
 from finetune.featurization import truncate_pair
+from tests.shared_data import BERT_VOCAB
+from tests.shared_data import SHARED
 from util.errors import UserError
 from util.tokenization import load_tokenizer
 
-SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), "..", "shared", "data")
-VOCAB = os.path.join(SHARED, "vocab", "bert-base-uncased-vocab.txt")
+VOCAB = BERT_VOCAB
 
 # Header and one row per task, as the GLUE distribution writes them.
 LAYOUTS = {

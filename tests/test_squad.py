@@ -19,10 +19,12 @@ from finetune.qa.qa_data import max_context_span
 from finetune.qa.qa_data import split_context
 from model.config import get_model_config
 from util import tokenization
+from tests.shared_data import BERT_VOCAB
+from tests.shared_data import SHARED
 from util.errors import UserError
 
-DATA = pathlib.Path("/work/shared/data/squad")
-VOCAB = "/work/shared/data/vocab/bert-base-uncased-vocab.txt"
+DATA = pathlib.Path(SHARED) / "squad"
+VOCAB = BERT_VOCAB
 
 
 # ---------------------------------------------- the official scripts' logic
