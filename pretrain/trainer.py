@@ -391,7 +391,14 @@ class Trainer:
     checkpoint = self._checkpoint()  # the optimizer holds the step count
     latest = tf.train.latest_checkpoint(c.model_dir)
     if latest:
-      checkpoint.read(latest).expect_partial()
+      try:
+        status = checkpoint.read(latest)
+        status.expect_partial()  # the data position is not needed here
+        status.assert_existing_objects_matched()
+      except (tf.errors.OpError, AssertionError, ValueError) as e:
+        first = str(e).strip().splitlines()[0][:300]
+        raise UserError(f"cannot restore checkpoint {latest}: {first}") \
+            from None
     else:
       print("note: no checkpoint in model_dir; evaluating initial weights")
     switch = self._stage_switch_step()
