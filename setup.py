@@ -10,10 +10,12 @@ setuptools.setup(
     python_requires=">=3.11",
     packages=setuptools.find_packages(include=["model", "model.*", "pretrain",
                                                "pretrain.*", "finetune",
-                                               "finetune.*", "util",
+                                               "finetune.*", "scoring",
+                                               "scoring.*", "util",
                                                "util.*"]),
     py_modules=["build_pretraining_dataset", "configure_pretraining",
-                "run_pretraining"],
+                "run_pretraining", "configure_finetuning", "run_finetuning",
+                "run_scoring"],
     install_requires=[
         # tensorflow-text must match TensorFlow's minor version.
         "tensorflow>=2.21,<2.22",
@@ -26,6 +28,7 @@ setuptools.setup(
         "scikit-learn>=1.4",
     ],
     extras_require={
-        "test": ["pytest>=8", "jax>=0.4.30", "jaxlib>=0.4.30"],
+        "scoring": ["jiwer>=3"],  # n-best rescoring WER
+        "test": ["pytest>=8", "jax>=0.4.30", "jaxlib>=0.4.30", "jiwer>=3"],
     },
 )

@@ -1,0 +1,142 @@
+"""Config for run_scoring.py: one dataclass, overridable by JSON hparams
+and `--field-name` flags (util/config.py). TF-free, so bad flags fail fast.
+"""
+
+import dataclasses
+import os
+
+from util import storage
+from util.errors import UserError
+
+MODES = ("sentences", "blimp", "nbest")
+METHODS = ("electric", "script", "mlm", "electra")
+
+
+@dataclasses.dataclass
+class ScoringConfig:
+  """What to score, with which pretraining run, and how. The run lives in
+  DATA_DIR/models/NAME/ (or --init-checkpoint: a model_dir or a checkpoint
+  prefix in one)."""
+  data_dir: str = ""
+  model_name: str = ""
+  init_checkpoint: str = ""  # default DATA_DIR/models/NAME
+  vocab_file: str = ""  # default: the run's, else DATA_DIR/vocab.txt
+
+  mode: str = "sentences"  # sentences, blimp or nbest
+  # PLL estimator; "" = the objective's own: electric, script, mlm
+  # (Salazar et al., n passes) or electra (appendix G, top_k candidates).
+  method: str = ""
+  batch_size: int = 128  # rows per model call (sentences or masked copies)
+  max_seq_length: int = 0  # 0 = the run's; longer text is truncated
+  top_k: int = 100  # electra: generator candidates per token (appendix G)
+
+  # mode=sentences: one sentence a line; "" or "-" = stdin.
+  input_file: str = ""
+  output_file: str = ""  # "" = stdout
+  per_token: bool = False  # JSON lines with each token's PLL
+
+  # mode=blimp: a folder of BLiMP-style *.jsonl files.
+  blimp_dir: str = ""
+  blimp_limit: int = 0  # pairs per paradigm; 0 = all
+
+  # mode=nbest: mlm-scoring JSON n-best lists; lambda tuned on dev.
+  nbest_dev: str = ""
+  nbest_test: str = ""  # optional: the best dev lambda applied here
+  nbest_limit: int = 0  # utterances per file; 0 = all
+  lambdas: str = "0:2:0.05"  # start:stop:step (inclusive), or "0,0.5,1"
+
+  results_file: str = ""  # blimp/nbest: also write the results as JSON
+
+  @property
+  def model_path(self):
+    if self.init_checkpoint:
+      return self.init_checkpoint
+    if self.data_dir and self.model_name:
+      return os.path.join(self.data_dir, "models", self.model_name)
+    return ""
+
+  @property
+  def lambda_grid(self):
+    return parse_lambdas(self.lambdas)
+
+  def validate(self):
+    if not self.model_path:
+      raise UserError("no model: pass --data-dir and --model-name (or "
+                      "--init-checkpoint)")
+    if self.mode not in MODES:
+      raise UserError(f"mode must be one of {', '.join(MODES)}, got "
+                      f"'{self.mode}'")
+    if self.method and self.method not in METHODS:
+      raise UserError(f"method must be one of {', '.join(METHODS)} (or "
+                      f"empty for the objective's own), got '{self.method}'")
+    for name in ("batch_size", "top_k"):
+      if getattr(self, name) <= 0:
+        raise UserError(f"hparam '{name}' must be > 0, got "
+                        f"{getattr(self, name)}")
+    for name in ("max_seq_length", "blimp_limit", "nbest_limit"):
+      if getattr(self, name) < 0:
+        raise UserError(f"hparam '{name}' must be >= 0, got "
+                        f"{getattr(self, name)}")
+    if 0 < self.max_seq_length < 3:
+      raise UserError("max_seq_length must leave room for [CLS], [SEP] and "
+                      "a token (>= 3)")
+    for name in ("output_file", "results_file"):
+      parent = os.path.dirname(getattr(self, name))
+      if parent and not storage.isdir(parent):
+        raise UserError(f"{name}: folder {parent} does not exist")
+    getattr(self, f"_validate_{self.mode}")()
+
+  def _validate_sentences(self):
+    if self.input_file not in ("", "-"):
+      _need_file(self.input_file, "input_file")
+
+  def _validate_blimp(self):
+    if not self.blimp_dir:
+      raise UserError("mode blimp needs --blimp-dir (a folder of *.jsonl)")
+    if not storage.isdir(self.blimp_dir):
+      raise UserError(f"blimp_dir not found: {self.blimp_dir}")
+
+  def _validate_nbest(self):
+    if not self.nbest_dev:
+      raise UserError("mode nbest needs --nbest-dev (an n-best JSON file to "
+                      "tune lambda on)")
+    _need_file(self.nbest_dev, "nbest_dev")
+    if self.nbest_test:
+      _need_file(self.nbest_test, "nbest_test")
+    parse_lambdas(self.lambdas)  # a bad grid fails before any scoring
+
+
+def _need_file(path, name):
+  if not storage.exists(path) or storage.isdir(path):
+    raise UserError(f"{name} not found: {path}")
+
+
+def parse_lambdas(spec):
+  """"start:stop:step" (stop included) or "a,b,c" -> sorted floats."""
+  spec = spec.strip()
+  try:
+    if ":" in spec:
+      start, stop, step = (float(x) for x in spec.split(":"))
+      if step <= 0 or stop < start:
+        raise ValueError
+      count = int(round((stop - start) / step)) + 1
+      if count > 100000:
+        raise ValueError
+      values = [round(start + i * step, 10) for i in range(count)]
+    else:
+      values = [float(x) for x in spec.split(",") if x.strip()]
+  except ValueError:
+    values = []
+  if not values:
+    raise UserError(f"lambdas must be 'start:stop:step' (step > 0) or a "
+                    f"comma-separated list of numbers, got '{spec}'")
+  return sorted(set(values))
+
+
+def load_config(argv=None):
+  from util.config import parse_config
+  config, _ = parse_config(
+      ScoringConfig, argv,
+      description="Score text with a pretrained model's pseudo-log-"
+                  "likelihood: sentences, BLiMP or n-best rescoring.")
+  return config

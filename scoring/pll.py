@@ -1,0 +1,298 @@
+"""`Scorer`: per-token and per-sentence pseudo-log-likelihoods (PLLs) of a
+list of sentences under a pretraining run, batched.
+
+Each sentence is scored as one segment, `[CLS] tokens [SEP]`; PLL(x) sums
+log p(x_t | x_\\t) over its tokens, never [CLS]/[SEP]. Estimators (method):
+  * electric: -E(x)_t, one pass (Electric section 3.2);
+  * script: log p(real_t | x) = log S_t / (S_t + 1), one pass (SCRIPT 3.2);
+  * mlm: Salazar et al.: x_t replaced by [MASK], log softmax at t of x_t;
+    one row per (sentence, token), all rows in big length-sorted batches;
+  * electra: ELECTRA appendix G. Per token t: mask it; the generator gives
+    p_G(.|c); candidates C = its top_k (never [PAD]/[CLS]/[SEP]/[MASK]) plus
+    x_t if it is not among them; each v in C is put at t and the
+    discriminator gives D(v, c) = 1 - sigmoid(logit_t) (= p(original));
+    s(v) = D p_G / (a (1 - D) + p_G), a = (1 - p_mask) / p_mask (the run's
+    mask_prob; a = 0 for electra_15, whose discriminator only sees masked
+    positions, so there D itself is p_data); and
+        log p(x_t | c) = log s(x_t) - log sum_{v in C} s(v),
+    the optimal-discriminator estimate of p_data normalised over C. Costs
+    one generator row and |C| discriminator rows per token.
+Sentences longer than max_seq_length - 2 tokens are truncated (marked).
+"""
+
+import dataclasses
+import time
+
+import numpy as np
+import tensorflow as tf
+from scipy.special import logsumexp
+
+from pretrain.objectives.electra import ElectraModel
+from scoring import estimators
+from scoring.config import METHODS
+from util.errors import UserError
+
+DEFAULT_METHOD = {"electric": "electric", "script": "script", "mlm": "mlm",
+                  "electra": "electra", "electra_15": "electra"}
+CHUNK = 2048  # sentences per scoring round (bounds the row index arrays)
+WIDTH_MULTIPLE = 8  # batch widths rounded up: few distinct shapes
+
+
+@dataclasses.dataclass
+class SentenceScore:
+  text: str
+  token_ids: list  # the scored tokens (no [CLS]/[SEP])
+  token_plls: np.ndarray  # log p(x_t | x_\t) per token, float64
+  truncated: bool = False
+
+  @property
+  def pll(self):
+    return float(np.sum(self.token_plls))
+
+
+def resolve_method(objective, method, model):
+  """The estimator for `objective` (the objective's own when empty)."""
+  if not method:
+    if objective not in DEFAULT_METHOD:
+      raise UserError(f"objective {objective} has no PLL estimator of its "
+                      "main model; pass --method mlm to score with its "
+                      "generator")
+    method = DEFAULT_METHOD[objective]
+  if method not in METHODS:
+    raise UserError(f"method must be one of {', '.join(METHODS)}, got "
+                    f"'{method}'")
+  ok = {"electric": objective == "electric",
+        "script": objective == "script",
+        "electra": objective in ("electra", "electra_15"),
+        "mlm": objective in ("mlm", "script") or (
+            isinstance(model, ElectraModel) and model.has_generator_network)}
+  if not ok[method]:
+    raise UserError(f"method {method} cannot score a model pretrained with "
+                    f"objective {objective} (its own: "
+                    f"{DEFAULT_METHOD.get(objective, 'none')})")
+  return method
+
+
+def appendix_g_log_p(log_pg, disc_logits, valid, slot, log_a):
+  """ELECTRA appendix G, normalised over the candidates: [N, C] log p_G
+  and "replaced" logits of each candidate, valid [N, C], the original's
+  slot [N] -> log p(x_t | c) [N]. log_a = log((1 - p_mask) / p_mask)."""
+  log_pg = np.asarray(log_pg, np.float64)
+  z = np.asarray(disc_logits, np.float64)
+  log_d = -np.logaddexp(0.0, z)  # log(1 - sigmoid(z)): p(original)
+  log_not_d = -np.logaddexp(0.0, -z)
+  log_s = log_d + log_pg - np.logaddexp(log_a + log_not_d, log_pg)
+  log_s = np.where(valid > 0, log_s, -np.inf)
+  picked = np.take_along_axis(log_s, slot[:, None], axis=1)[:, 0]
+  return picked - logsumexp(log_s, axis=1)
+
+
+class Scorer:
+  """PLLs of sentences under `model` (a pretraining objective)."""
+
+  def __init__(self, model, hparams, tokenizer, method="", batch_size=128,
+               max_seq_length=0, top_k=100):
+    self.model = model
+    self.hparams = hparams
+    self.tokenizer = tokenizer
+    self.method = resolve_method(hparams.objective, method, model)
+    self.batch_size = batch_size
+    self.max_seq_length = max_seq_length or hparams.max_seq_length
+    positions = _max_positions(model)
+    if self.max_seq_length > positions:
+      raise UserError(f"max_seq_length {self.max_seq_length} exceeds the "
+                      f"model's {positions} positions")
+    ids = tokenizer.special_ids
+    self.excluded_ids = np.array(sorted({ids["pad"], ids["cls"], ids["sep"],
+                                         ids["mask"]}), np.int32)
+    self.top_k = top_k
+    if self.method == "electra":
+      room = hparams.vocab_size - len(self.excluded_ids)
+      if not 0 < top_k <= room:
+        raise UserError(f"top_k must be in [1, {room}] for this vocabulary, "
+                        f"got {top_k}")
+    p_mask = hparams.mask_prob
+    self.log_a = (-np.inf if hparams.objective == "electra_15" else
+                  float(np.log((1 - p_mask) / p_mask)))
+    self._steps = self._make_steps()
+    self.last_stats = {}
+
+  @classmethod
+  def from_run(cls, path, vocab_file="", data_dir="", **kwargs):
+    """A Scorer of the pretraining run at `path` (a model_dir or a
+    checkpoint prefix); kwargs as the constructor's."""
+    from scoring.loading import load_run
+    hparams, model, tokenizer = load_run(
+        path, vocab_file, data_dir,
+        need_generator=kwargs.get("method") in (None, "", "electra"))
+    return cls(model, hparams, tokenizer, **kwargs)
+
+  # ---------------------------------------------------------------- API
+  def score(self, sentences, progress=None):
+    """One SentenceScore per sentence, in order; progress(done, total)."""
+    sentences = [s if isinstance(s, str) else str(s) for s in sentences]
+    start = time.perf_counter()
+    tokens = self.tokenizer.tokenize_batch(sentences) if sentences else []
+    limit = self.max_seq_length - 2
+    out, rows = [], 0
+    for begin in range(0, len(sentences), CHUNK):
+      chunk = [t[:limit] for t in tokens[begin:begin + CHUNK]]
+      plls, n = getattr(self, f"_{self.method}")(chunk)
+      rows += n
+      for i, (ids, pll) in enumerate(zip(chunk, plls)):
+        out.append(SentenceScore(sentences[begin + i], ids, pll,
+                                 len(tokens[begin + i]) > limit))
+      if progress:
+        progress(len(out), len(sentences))
+    self.last_stats = dict(sentences=len(out), rows=rows,
+                           tokens=sum(len(s.token_ids) for s in out),
+                           truncated=sum(s.truncated for s in out),
+                           seconds=time.perf_counter() - start)
+    return out
+
+  def sentence_plls(self, sentences, progress=None):
+    return np.array([s.pll for s in self.score(sentences, progress)])
+
+  def token_strings(self, ids):
+    vocab = getattr(self.tokenizer, "vocab", None)
+    if vocab is not None:
+      return [vocab[i] for i in ids]
+    tok = getattr(self.tokenizer, "_tok", None)  # SentencePiece
+    if tok is not None and hasattr(tok, "id_to_string"):
+      return [t.decode("utf-8", "replace") for t in
+              tok.id_to_string(tf.constant(ids, tf.int32)).numpy()]
+    return [str(i) for i in ids]
+
+  # ----------------------------------------------------------- methods
+  def _electric(self, chunk):
+    return self._one_pass(chunk)
+
+  def _script(self, chunk):
+    return self._one_pass(chunk)
+
+  def _one_pass(self, chunk):
+    packed, lengths = self._pack(chunk)
+    sent = np.nonzero(lengths > 2)[0]
+    plls = [np.zeros(len(t)) for t in chunk]
+    for idx, batch in self._batches(packed, lengths, sent):
+      out = self._steps["one_pass"](batch).numpy()
+      for row, s in enumerate(sent[idx]):
+        plls[s] = out[row, :lengths[s] - 2].astype(np.float64)
+    return plls, len(sent)
+
+  def _mlm(self, chunk):
+    packed, lengths = self._pack(chunk)
+    sent, pos = _token_rows(lengths)
+    values = np.zeros(len(sent))
+    mask_id = self.tokenizer.special_ids["mask"]
+    for idx, batch in self._batches(packed, lengths, sent, pos,
+                                    np.full(len(sent), mask_id)):
+      values[idx] = self._steps["mlm"](batch).numpy()[:, 0]
+    return _per_sentence(chunk, sent, pos, values), len(sent)
+
+  def _electra(self, chunk):
+    packed, lengths = self._pack(chunk)
+    sent, pos = _token_rows(lengths)
+    width = self.top_k + 1
+    cand = np.zeros((len(sent), width), np.int32)
+    log_pg = np.zeros((len(sent), width), np.float32)
+    valid = np.zeros((len(sent), width), np.float32)
+    mask_id = self.tokenizer.special_ids["mask"]
+    for idx, batch in self._batches(packed, lengths, sent, pos,
+                                    np.full(len(sent), mask_id)):
+      ids, lp, ok = self._steps["candidates"](batch)
+      cand[idx], log_pg[idx], valid[idx] = ids.numpy(), lp.numpy(), ok.numpy()
+    item, slot = np.nonzero(valid)
+    logits = np.zeros((len(sent), width), np.float32)
+    for idx, batch in self._batches(packed, lengths, sent[item], pos[item],
+                                    cand[item, slot]):
+      logits[item[idx], slot[idx]] = self._steps["disc"](batch).numpy()[:, 0]
+    targets = packed[sent, pos]
+    original = np.argmax((cand == targets[:, None]) & (valid > 0), axis=1)
+    values = appendix_g_log_p(log_pg, logits, valid, original, self.log_a)
+    return (_per_sentence(chunk, sent, pos, values),
+            len(sent) + len(item))
+
+  # ------------------------------------------------------------- rows
+  def _pack(self, chunk):
+    """[CLS] ids [SEP], padded: [N, W] ids and lengths [N] (with both)."""
+    ids = self.tokenizer.special_ids
+    lengths = np.array([len(t) + 2 for t in chunk], np.int64)
+    width = min(_round_up(int(lengths.max(initial=2))), self.max_seq_length)
+    packed = np.full((len(chunk), width), ids["pad"], np.int32)
+    packed[:, 0] = ids["cls"]
+    for i, t in enumerate(chunk):
+      packed[i, 1:len(t) + 1] = t
+      packed[i, len(t) + 1] = ids["sep"]
+    return packed, lengths
+
+  def _batches(self, packed, lengths, sent, pos=None, replace=None):
+    """(row indices, features) per batch; rows sorted by length. A row is
+    sentence `sent` with `replace` at `pos` (in masked_input_ids)."""
+    order = np.argsort(lengths[sent], kind="stable")
+    for begin in range(0, len(order), self.batch_size):
+      idx = order[begin:begin + self.batch_size]
+      s = sent[idx]
+      width = min(_round_up(int(lengths[s].max())), packed.shape[1])
+      ids = packed[s, :width]
+      batch = {"input_ids": ids,
+               "input_mask": (np.arange(width)[None] <
+                              lengths[s][:, None]).astype(np.int32),
+               "segment_ids": np.zeros_like(ids)}
+      if pos is not None:
+        rows, p = np.arange(len(idx)), pos[idx]
+        masked = ids.copy()
+        masked[rows, p] = replace[idx]
+        batch.update(masked_input_ids=masked, positions=p[:, None],
+                     targets=ids[rows, p][:, None])
+      else:  # every scored token: positions 1 .. the longest's last
+        tokens = int(lengths[s].max()) - 2
+        batch.update(masked_input_ids=ids, positions=np.broadcast_to(
+            np.arange(1, tokens + 1, dtype=np.int32), (len(idx), tokens)))
+      yield idx, {k: tf.constant(v) for k, v in batch.items()}
+
+  def _make_steps(self):
+    model, k = self.model, self.top_k
+    excluded = tf.constant(self.excluded_ids)
+    fns = {
+        "one_pass": lambda b: estimators.one_pass(model, b,
+                                                  b["positions"]),
+        "mlm": lambda b: estimators.masked_lm(model, b, b["positions"],
+                                              b["targets"]),
+        "candidates": lambda b: estimators.generator_candidates(
+            model, b, b["positions"], b["targets"], k, excluded),
+        "disc": lambda b: estimators.discriminator_logits(
+            model, b, b["positions"]),
+    }
+    return {name: tf.function(fn, reduce_retracing=True)
+            for name, fn in fns.items()}
+
+
+def _round_up(n, multiple=WIDTH_MULTIPLE):
+  return -(-n // multiple) * multiple
+
+
+def _token_rows(lengths):
+  """(sentence, position) of every scored token: positions 1 .. len - 2."""
+  counts = lengths - 2
+  sent = np.repeat(np.arange(len(lengths)), counts)
+  starts = np.cumsum(counts) - counts
+  return sent, np.arange(len(sent)) - starts[sent] + 1
+
+
+def _per_sentence(chunk, sent, pos, values):
+  """Row values -> one float64 array per sentence, in token order."""
+  counts = np.array([len(t) for t in chunk], np.int64)
+  starts = np.concatenate([[0], np.cumsum(counts)])
+  flat = np.zeros(starts[-1])
+  flat[starts[sent] + pos - 1] = values
+  return [flat[starts[i]:starts[i + 1]] for i in range(len(chunk))]
+
+
+def _max_positions(model):
+  for attr in ("discriminator", "encoder"):
+    encoder = getattr(model, attr, None)
+    if encoder is not None:
+      return encoder.config.max_position_embeddings
+  raise ValueError(f"{type(model).__name__} has no encoder")
+
