@@ -102,7 +102,8 @@ class FinetuningRunner:
     model = FinetuningModel(self.encoder_config, self.tasks,
                             name="finetuning")
     for task in self.tasks:  # creates the variables of every head
-      examples = task.get_examples("dev")[:1] or task.get_examples("train")[:1]
+      split = "train" if self.config.do_train else "dev"
+      examples = task.get_examples(split)[:1]
       features = model_inputs(task.featurize(examples, is_training=False))
       model(features, task_name=task.name, training=False)
     load_pretrained_encoder(model.encoder, self.pretrained, self.config)

@@ -169,4 +169,4 @@ def test_user_errors_are_one_clear_line(pretrained, capsys, tmp_path):
   expect_error(capsys, base + ["--task-names", "rte", "--max-seq-length",
                                "1024"], r"exceeds the model's 512 positions")
   expect_error(capsys, base + ["--task-names", "qnli"],
-               r"qnli.*tsv not found \(GLUE files go in")
+               r"qnli.*train.tsv not found \(GLUE files go in")
