@@ -1,8 +1,6 @@
 """The fine-tuning model: one pretrained encoder, one head per task."""
 
 import dataclasses
-import json
-import os
 
 import keras
 import numpy as np
@@ -10,10 +8,8 @@ import numpy as np
 from model import Encoder
 from model.config import get_model_config
 from model.config import scale_config
-from util import storage
+from pretrain import runs
 from util.errors import UserError
-
-PRETRAIN_CONFIG = "pretrain_config.json"
 
 
 class FinetuningModel(keras.Model):
@@ -45,41 +41,6 @@ class FinetuningModel(keras.Model):
 
 
 # ------------------------------------------------ from a pretraining run
-@dataclasses.dataclass
-class Pretrained:
-  """Where the encoder comes from: the run's config and checkpoint."""
-  config: object  # PretrainingConfig
-  checkpoint: str  # checkpoint path prefix
-  model_dir: str
-
-
-def find_pretrained(path):
-  """A pretraining model_dir (or a checkpoint prefix inside one)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from configure_pretraining import PretrainingConfig
-  if not path:
-    raise UserError("no pretrained model: pass --init-checkpoint or "
-                    "--data-dir and --model-name")
-  if not storage.isdir(path) and not storage.exists(path + ".index"):
-    raise UserError(f"no checkpoint found at {path} (train one with "
-                    "run_pretraining.py, or pass --init-checkpoint)")
-  model_dir = path if storage.isdir(path) else os.path.dirname(path)
-  checkpoint = (tf.train.latest_checkpoint(path) if storage.isdir(path)
-                else path)
-  if not checkpoint:
-    raise UserError(f"no checkpoint found in {path} (train one with "
-                    "run_pretraining.py)")
-  config_path = os.path.join(model_dir, PRETRAIN_CONFIG)
-  if not storage.exists(config_path):
-    raise UserError(f"{config_path} not found: the checkpoint's model "
-                    "config is unknown")
-  values = json.loads(storage.read_text(config_path))
-  known = {f.name for f in dataclasses.fields(PretrainingConfig)}
-  config = PretrainingConfig(**{k: v for k, v in values.items()
-                                if k in known})
-  return Pretrained(config, checkpoint, model_dir)
-
-
 def encoder_config_for(pretrained, config):
   """The encoder's TransformerConfig, as pretrained (the generator's when
   init_from=generator), with fine-tuning's dropout."""
@@ -151,21 +112,8 @@ def _encoder_body(encoder):
 def load_pretrained_encoder(target, pretrained, config):
   """Restores the pretraining checkpoint and copies its encoder into
   `target` (the fine-tuning model's encoder)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from pretrain.checkpointing import make_checkpoint
-  from pretrain.objectives import build_model
   p = pretrained.config
-  counts = None
-  if p.unigram_generator:  # a unigram generator's table is not needed
-    counts = np.ones(p.vocab_size)
-  model = build_model(p, counts, ())
-  model.build_variables()
-  try:
-    status = make_checkpoint(model).read(pretrained.checkpoint)
-    status.expect_partial()
-    status.assert_existing_objects_matched()
-  except (tf.errors.OpError, AssertionError, ValueError) as e:
-    first = str(e).strip().splitlines()[0][:300]
-    raise UserError(f"cannot restore {pretrained.checkpoint}: {first}") \
-        from None
+  # A unigram generator's table is no variable, and not needed here.
+  counts = np.ones(p.vocab_size) if p.unigram_generator else None
+  model = runs.restore_model(pretrained, counts)
   copy_encoder(source_encoder(model, config.init_from), target)

@@ -19,14 +19,13 @@ from finetune import scorer as metrics
 from finetune import task_builder
 from finetune.model import FinetuningModel
 from finetune.model import encoder_config_for
-from finetune.model import find_pretrained
 from finetune.model import load_pretrained_encoder
 from finetune.optimization import create_optimizer
 from pretrain import distribution
+from pretrain import runs
 from pretrain.trainer import format_seconds
 from util import storage
 from util.errors import UserError
-from util.tokenization import load_tokenizer
 
 
 def model_inputs(features):
@@ -43,7 +42,7 @@ class FinetuningRunner:
 
   def __init__(self, config):
     self.config = config
-    self.pretrained = find_pretrained(config.init_checkpoint or (
+    self.pretrained = runs.find_pretrained(config.init_checkpoint or (
         os.path.join(config.data_dir, "models", config.model_name)
         if config.data_dir and config.model_name else ""))
     p = self.pretrained.config
@@ -53,14 +52,8 @@ class FinetuningRunner:
       raise UserError(
           f"max_seq_length {config.max_seq_length} exceeds the model's "
           f"{self.encoder_config.max_position_embeddings} positions")
-    vocab_file = (config.vocab_file or p.vocab_file or
-                  os.path.join(config.data_dir, "vocab.txt"))
-    self.tokenizer = load_tokenizer(vocab_file, p.do_lower_case)
-    if self.tokenizer.vocab_size != p.vocab_size:
-      raise UserError(
-          f"vocab file {vocab_file} has {self.tokenizer.vocab_size} entries "
-          f"but the pretrained model has {p.vocab_size}; pass the "
-          "pretraining vocab with --vocab-file")
+    self.tokenizer = runs.load_tokenizer_for(p, config.vocab_file,
+                                             config.data_dir)
     distribution.set_precision(config.mixed_precision)
     self.tasks = task_builder.get_tasks(config, self.tokenizer)
 

@@ -1,6 +1,5 @@
 """Output heads on top of the encoder (Keras 3, keras.ops only)."""
 
-import keras
 from keras import layers
 from keras import ops
 

@@ -37,3 +37,17 @@ def make_checkpoint(model, optimizer=None, iterator=None):
   if iterator is not None:
     parts["data"] = iterator
   return tf.train.Checkpoint(**parts)
+
+
+def read_checkpoint(checkpoint, path):
+  """Reads `path` into `checkpoint`: every object of ours must be found
+  there (parts of the file we do not hold, e.g. the data position, may be
+  left). A mismatch is one clear line."""
+  from util.errors import UserError  # pylint: disable=g-import-not-at-top
+  try:
+    status = checkpoint.read(path)
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+  except (tf.errors.OpError, AssertionError, ValueError) as e:
+    first = str(e).strip().splitlines()[0][:300]
+    raise UserError(f"cannot restore checkpoint {path}: {first}") from None

@@ -20,12 +20,12 @@ from pretrain import checkpointing
 from pretrain import data
 from pretrain import distribution
 from pretrain import optimization
+from pretrain.runs import CONFIG_FILE
 from pretrain.objectives import build_model
 from util import flops
 from util import storage
 from util.errors import UserError
 
-CONFIG_FILE = "pretrain_config.json"
 # Changing these between a checkpoint and a resumed run changes the model.
 ARCHITECTURE_KEYS = (
     "objective", "model_size", "model_hparam_overrides", "vocab_size",
@@ -391,14 +391,7 @@ class Trainer:
     checkpoint = self._checkpoint()  # the optimizer holds the step count
     latest = tf.train.latest_checkpoint(c.model_dir)
     if latest:
-      try:
-        status = checkpoint.read(latest)
-        status.expect_partial()  # the data position is not needed here
-        status.assert_existing_objects_matched()
-      except (tf.errors.OpError, AssertionError, ValueError) as e:
-        first = str(e).strip().splitlines()[0][:300]
-        raise UserError(f"cannot restore checkpoint {latest}: {first}") \
-            from None
+      checkpointing.read_checkpoint(checkpoint, latest)
     else:
       print("note: no checkpoint in model_dir; evaluating initial weights")
     switch = self._stage_switch_step()

@@ -1,41 +1,14 @@
 """A pretraining run -> (its config, the restored model, its tokenizer).
 
-The run is found as fine-tuning finds it (finetune/model.find_pretrained:
-pretrain_config.json + the latest checkpoint); the whole pretraining model
-is rebuilt and restored, heads and generator included.
+The run is found and restored by pretrain/runs.py, as fine-tuning does:
+the whole pretraining model, heads and generator included.
 """
 
-import os
-
 import numpy as np
-import tensorflow as tf
 
-from finetune.model import find_pretrained
 from pretrain import data
-from pretrain.checkpointing import make_checkpoint
-from pretrain.objectives import build_model
-from util import storage
+from pretrain import runs
 from util.errors import UserError
-from util.tokenization import load_tokenizer
-
-
-def load_tokenizer_for(hparams, vocab_file="", data_dir=""):
-  """The run's tokenizer: `vocab_file`, else the run's, else
-  DATA_DIR/vocab.txt; its size must be the model's."""
-  if vocab_file:
-    paths = [vocab_file]
-  else:
-    paths = [p for p in (hparams.vocab_file, data_dir and os.path.join(
-        data_dir, "vocab.txt")) if p]
-  if not paths:
-    raise UserError("the run names no vocab file: pass --vocab-file")
-  path = next((p for p in paths if storage.exists(p)), paths[0])
-  tokenizer = load_tokenizer(path, hparams.do_lower_case)
-  if tokenizer.vocab_size != hparams.vocab_size:
-    raise UserError(f"vocab file {path} has {tokenizer.vocab_size} entries "
-                    f"but the pretrained model has {hparams.vocab_size}; "
-                    "pass the pretraining vocab with --vocab-file")
-  return tokenizer
 
 
 def _token_counts(hparams, need_table):
@@ -51,21 +24,13 @@ def _token_counts(hparams, need_table):
 def load_run(path, vocab_file="", data_dir="", need_generator=True):
   """(hparams, model, tokenizer) of the pretraining run at `path` (a
   model_dir or a checkpoint prefix inside one)."""
-  pretrained = find_pretrained(path)
+  pretrained = runs.find_pretrained(path)
   hparams = pretrained.config
   if not hparams.vocab_size:
     raise UserError(f"{pretrained.model_dir}: pretrain_config.json has no "
                     "vocab_size")
-  tokenizer = load_tokenizer_for(hparams, vocab_file, data_dir)
-  model = build_model(hparams, _token_counts(hparams, need_generator),
-                      tokenizer.special_ids.values())
-  model.build_variables()
-  try:
-    status = make_checkpoint(model).read(pretrained.checkpoint)
-    status.expect_partial()
-    status.assert_existing_objects_matched()
-  except (tf.errors.OpError, AssertionError, ValueError) as e:
-    first = str(e).strip().splitlines()[0][:300]
-    raise UserError(f"cannot restore {pretrained.checkpoint}: {first}") \
-        from None
+  tokenizer = runs.load_tokenizer_for(hparams, vocab_file, data_dir)
+  model = runs.restore_model(pretrained,
+                             _token_counts(hparams, need_generator),
+                             tokenizer.special_ids.values())
   return hparams, model, tokenizer
