@@ -10,16 +10,15 @@ import dataclasses
 import os
 from typing import Optional
 
-import keras
 import numpy as np
 from keras import ops
 
 from finetune import featurization
 from finetune import scorer as metrics
+from finetune.heads import LinearHead
 from finetune.task import Example
 from finetune.task import Scorer
 from finetune.task import Task
-from model.encoder import initializer
 from util import storage
 from util.errors import UserError
 
@@ -149,9 +148,9 @@ class GLUETask(Task):
 
   # ---------------------------------------------------------- head, loss
   def build_head(self, encoder_config):
-    return ClassificationHead(encoder_config,
-                              1 if self.is_regression else len(self.labels),
-                              name=f"{self.name}_head")
+    return LinearHead(encoder_config,
+                      1 if self.is_regression else len(self.labels),
+                      first_token=True, name=f"{self.name}_head")
 
   def loss_and_outputs(self, head, hidden, features, training):
     logits = ops.cast(head(hidden, training=training), "float32")
@@ -168,24 +167,6 @@ class GLUETask(Task):
 
   def get_scorer(self, examples, features):
     return GLUEScorer(self, examples)
-
-
-class ClassificationHead(keras.layers.Layer):
-  """Dropout then a linear layer on the first token's hidden state."""
-
-  def __init__(self, config, num_outputs, **kwargs):
-    super().__init__(**kwargs)
-    self.config = config
-    self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
-    self.dense = keras.layers.Dense(
-        num_outputs, kernel_initializer=initializer(config), name="output")
-
-  def build(self, input_shape):
-    self.dense.build((None, self.config.hidden_size))
-    self.built = True
-
-  def call(self, hidden, training=None):
-    return self.dense(self.dropout(hidden[:, 0], training=training))
 
 
 class GLUEScorer(Scorer):

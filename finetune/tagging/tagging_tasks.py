@@ -11,15 +11,14 @@ subwords, [CLS], [SEP] and padding carry label weight 0.
 import dataclasses
 import os
 
-import keras
 import numpy as np
 from keras import ops
 
+from finetune.heads import LinearHead
 from finetune.tagging import tagging_metrics
 from finetune.tagging import tagging_utils
 from finetune.task import Example
 from finetune.task import Task
-from model.encoder import initializer
 from util import storage
 from util.errors import UserError
 
@@ -93,24 +92,6 @@ def pack_words(word_pieces, budget, unk_id):
     starts.append(len(tokens))
     tokens.extend(pieces)
   return tokens, starts
-
-
-class TaggingHead(keras.layers.Layer):
-  """Dropout, then a linear layer giving every token's tag logits."""
-
-  def __init__(self, config, num_tags, **kwargs):
-    super().__init__(**kwargs)
-    self.config = config
-    self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
-    self.dense = keras.layers.Dense(
-        num_tags, kernel_initializer=initializer(config), name="output")
-
-  def build(self, input_shape):
-    self.dense.build((None, None, self.config.hidden_size))
-    self.built = True
-
-  def call(self, hidden, training=None):
-    return self.dense(self.dropout(hidden, training=training))
 
 
 class Chunking(Task):
@@ -239,8 +220,8 @@ class Chunking(Task):
 
   # ---------------------------------------------------------- head, loss
   def build_head(self, encoder_config):
-    return TaggingHead(encoder_config, len(self.label_list),
-                       name=f"{self.name}_head")
+    return LinearHead(encoder_config, len(self.label_list),
+                      name=f"{self.name}_head")
 
   def loss_and_outputs(self, head, hidden, features, training):
     """Per row: the mean cross-entropy over its tagged (first) subwords."""
