@@ -85,18 +85,22 @@ def _tables(embeddings):
   return tables + [embeddings.layer_norm.gamma, embeddings.layer_norm.beta]
 
 
-def copy_encoder(source, target):
-  """Copies every weight of `source` into the same-shaped `target`."""
-  pairs = list(zip(_tables(source.embeddings), _tables(target.embeddings)))
-  src_rest, dst_rest = _encoder_body(source), _encoder_body(target)
-  if len(src_rest) != len(dst_rest):
+def encoder_weights(encoder):
+  """The encoder's weights in one order: embedding tables, projection,
+  layers (GDES tables resolved to shared + delta)."""
+  return _tables(encoder.embeddings) + _encoder_body(encoder)
+
+
+def set_encoder_weights(target, weights):
+  """Assigns NumPy `weights` (encoder_weights order) to `target`."""
+  variables = encoder_weights(target)
+  if len(variables) != len(weights):
     raise UserError("the checkpoint's encoder has a different structure")
-  pairs += list(zip(src_rest, dst_rest))
-  for src, dst in pairs:
-    if tuple(src.shape) != tuple(dst.shape):
-      raise UserError(f"shape mismatch for {dst.path}: checkpoint "
-                      f"{tuple(src.shape)} vs model {tuple(dst.shape)}")
-    dst.assign(np.asarray(keras.ops.convert_to_numpy(src)))
+  for value, variable in zip(weights, variables):
+    if tuple(value.shape) != tuple(variable.shape):
+      raise UserError(f"shape mismatch for {variable.path}: checkpoint "
+                      f"{tuple(value.shape)} vs model {tuple(variable.shape)}")
+    variable.assign(value)
 
 
 def _encoder_body(encoder):
@@ -109,11 +113,12 @@ def _encoder_body(encoder):
   return weights
 
 
-def load_pretrained_encoder(target, pretrained, config):
-  """Restores the pretraining checkpoint and copies its encoder into
-  `target` (the fine-tuning model's encoder)."""
+def pretrained_encoder_weights(pretrained, config):
+  """NumPy weights of the run's encoder that fine-tuning starts from (read
+  once; every trial assigns them with set_encoder_weights)."""
   p = pretrained.config
   # A unigram generator's table is no variable, and not needed here.
   counts = np.ones(p.vocab_size) if p.unigram_generator else None
   model = runs.restore_model(pretrained, counts)
-  copy_encoder(source_encoder(model, config.init_from), target)
+  return [np.asarray(keras.ops.convert_to_numpy(w)) for w in
+          encoder_weights(source_encoder(model, config.init_from))]

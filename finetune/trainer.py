@@ -19,7 +19,8 @@ from finetune import scorer as metrics
 from finetune import task_builder
 from finetune.model import FinetuningModel
 from finetune.model import encoder_config_for
-from finetune.model import load_pretrained_encoder
+from finetune.model import pretrained_encoder_weights
+from finetune.model import set_encoder_weights
 from finetune.optimization import create_optimizer
 from pretrain import distribution
 from pretrain import runs
@@ -56,14 +57,28 @@ class FinetuningRunner:
                                              config.data_dir)
     distribution.set_precision(config.mixed_precision)
     self.tasks = task_builder.get_tasks(config, self.tokenizer)
+    # Read once, shared by every trial.
+    self._encoder_weights = None
+    self._data = {}  # (task, split) -> (examples, features)
 
   # ------------------------------------------------------------- data
+  def _examples_and_features(self, task, split):
+    """A split's examples and features, made once per run (not per trial)."""
+    key = (task.name, split)
+    if key not in self._data:
+      c = self.config
+      n = c.train_examples_limit if split == "train" else c.eval_examples_limit
+      examples = limit(task.get_examples(split), n)
+      self._data[key] = (examples, task.featurize(
+          examples, is_training=split == "train"))
+    return self._data[key]
+
   def _train_data(self):
     c = self.config
     data = {}
     for task in self.tasks:
-      examples = limit(task.get_examples("train"), c.train_examples_limit)
-      features = model_inputs(task.featurize(examples, is_training=True))
+      examples, features = self._examples_and_features(task, "train")
+      features = model_inputs(features)
       n = len(features["input_ids"])
       if not n:
         raise UserError(f"{task.name}: no training examples")
@@ -96,10 +111,13 @@ class FinetuningRunner:
                             name="finetuning")
     for task in self.tasks:  # creates the variables of every head
       split = "train" if self.config.do_train else "dev"
-      examples = task.get_examples(split)[:1]
-      features = model_inputs(task.featurize(examples, is_training=False))
-      model(features, task_name=task.name, training=False)
-    load_pretrained_encoder(model.encoder, self.pretrained, self.config)
+      _, features = self._examples_and_features(task, split)
+      model({k: v[:1] for k, v in model_inputs(features).items()},
+            task_name=task.name, training=False)
+    if self._encoder_weights is None:
+      self._encoder_weights = pretrained_encoder_weights(self.pretrained,
+                                                         self.config)
+    set_encoder_weights(model.encoder, self._encoder_weights)
     return model
 
   def train(self, model, seed):
@@ -158,8 +176,7 @@ class FinetuningRunner:
   def predict(self, model, task, split):
     """The task's scorer, fed with the model's outputs on `split`."""
     c = self.config
-    examples = limit(task.get_examples(split), c.eval_examples_limit)
-    features = task.featurize(examples, is_training=False)
+    examples, features = self._examples_and_features(task, split)
     scorer = task.get_scorer(examples, features)
     inputs = model_inputs(features)
     n = len(inputs["input_ids"])
