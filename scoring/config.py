@@ -49,11 +49,8 @@ class ScoringConfig:
 
   @property
   def model_path(self):
-    if self.init_checkpoint:
-      return self.init_checkpoint
-    if self.data_dir and self.model_name:
-      return os.path.join(self.data_dir, "models", self.model_name)
-    return ""
+    from util.config import model_path
+    return model_path(self)
 
   @property
   def lambda_grid(self):

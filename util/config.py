@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import inspect
 import json
+import os
 import re
 import types
 import typing
@@ -161,3 +162,13 @@ def parse_config(cls, argv=None, description=None, parser=None,
 def to_json(config):
   return json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True)
 
+
+
+def model_path(config):
+  """The pretrained model a script reads: --init-checkpoint, else
+  DATA_DIR/models/NAME ("" when neither is given)."""
+  if config.init_checkpoint:
+    return config.init_checkpoint
+  if config.data_dir and config.model_name:
+    return os.path.join(config.data_dir, "models", config.model_name)
+  return ""

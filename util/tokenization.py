@@ -109,6 +109,16 @@ class Tokenizer:
   def _tokenize(self, strings):
     raise NotImplementedError
 
+  def tokenize_tensor(self, strings):
+    """tf.string [B] -> int32 RaggedTensor [B, (tokens)]; graph-safe, so a
+    SavedModel can tokenize as tokenize_batch does."""
+    return self._tokenize(strings)
+
+  @property
+  def tf_module(self):
+    """The tensorflow_text tokenizer (a tf.Module holding the vocab)."""
+    return self._tok
+
 
 def _normalize(strings, do_lower_case, strip_accents):
   """Lower-casing / accent stripping for combinations BERT has no op for."""
