@@ -11,11 +11,12 @@ setuptools.setup(
     packages=setuptools.find_packages(include=["model", "model.*", "pretrain",
                                                "pretrain.*", "finetune",
                                                "finetune.*", "scoring",
-                                               "scoring.*", "util",
+                                               "scoring.*", "interop",
+                                               "interop.*", "util",
                                                "util.*"]),
     py_modules=["build_pretraining_dataset", "configure_pretraining",
                 "run_pretraining", "configure_finetuning", "run_finetuning",
-                "run_scoring"],
+                "run_scoring", "export_model"],
     install_requires=[
         # tensorflow-text must match TensorFlow's minor version.
         "tensorflow>=2.21,<2.22",
@@ -26,9 +27,12 @@ setuptools.setup(
         "numpy>=1.26",
         "scipy>=1.11",
         "scikit-learn>=1.4",
+        "safetensors>=0.4",  # transformers' weight files, read as NumPy
     ],
     extras_require={
         "scoring": ["jiwer>=3"],  # n-best rescoring WER
-        "test": ["pytest>=8", "jax>=0.4.30", "jaxlib>=0.4.30", "jiwer>=3"],
+        # transformers + CPU torch: the peer the interop tests check against.
+        "test": ["pytest>=8", "jax>=0.4.30", "jaxlib>=0.4.30", "jiwer>=3",
+                 "torch==2.13.0", "transformers>=4.40"],
     },
 )

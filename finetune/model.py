@@ -119,6 +119,9 @@ def pretrained_encoder_weights(pretrained, config):
   p = pretrained.config
   # A unigram generator's table is no variable, and not needed here.
   counts = np.ones(p.vocab_size) if p.unigram_generator else None
-  model = runs.restore_model(pretrained, counts)
+  mlm_only = p.objective in ("mlm", "script")
+  need = ("generator" if config.init_from == "generator" or mlm_only
+          else "discriminator",)
+  model = runs.restore_model(pretrained, counts, need=need)
   return [np.asarray(keras.ops.convert_to_numpy(w)) for w in
           encoder_weights(source_encoder(model, config.init_from))]

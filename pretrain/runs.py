@@ -1,6 +1,8 @@
 """A finished (or running) pretraining run, as other scripts load it:
 its config (pretrain_config.json), latest checkpoint, tokenizer and
-restored model. Fine-tuning and scoring both start here."""
+restored model. Fine-tuning and scoring both start here. A model in
+another format (transformers, the TF1 release, .keras) loads through
+interop/sources.py and looks the same from here on."""
 
 import dataclasses
 import json
@@ -19,6 +21,7 @@ class Pretrained:
   config: object  # PretrainingConfig
   checkpoint: str  # checkpoint path prefix
   model_dir: str
+  source: object = None  # an interop Source when not one of our runs
 
 
 def find_pretrained(path):
@@ -28,6 +31,10 @@ def find_pretrained(path):
   if not path:
     raise UserError("no pretrained model: pass --init-checkpoint or "
                     "--data-dir and --model-name")
+  if not is_our_run(path):
+    from interop.sources import open_source
+    source = open_source(path)
+    return Pretrained(source.config, source.path, path, source)
   if not storage.isdir(path) and not storage.exists(path + ".index"):
     raise UserError(f"no checkpoint found at {path} (train one with "
                     "run_pretraining.py, or pass --init-checkpoint)")
@@ -48,9 +55,19 @@ def find_pretrained(path):
   return Pretrained(config, checkpoint, model_dir)
 
 
-def load_tokenizer_for(hparams, vocab_file="", data_dir=""):
-  """The run's tokenizer: `vocab_file`, else the run's, else
-  DATA_DIR/vocab.txt; its size must be the model's."""
+def is_our_run(path):
+  """A model_dir of ours, or a checkpoint prefix in one (or a path that
+  does not exist, which find_pretrained reports)."""
+  if storage.isdir(path):
+    return (storage.exists(os.path.join(path, CONFIG_FILE)) or
+            not storage.listdir(path))
+  if storage.exists(path + ".index"):
+    return storage.exists(os.path.join(os.path.dirname(path), CONFIG_FILE))
+  return not path.endswith(".keras")
+
+
+def vocab_path_for(hparams, vocab_file="", data_dir=""):
+  """`vocab_file`, else the run's, else DATA_DIR/vocab.txt."""
   if vocab_file:
     paths = [vocab_file]
   else:
@@ -58,7 +75,12 @@ def load_tokenizer_for(hparams, vocab_file="", data_dir=""):
         data_dir, "vocab.txt")) if p]
   if not paths:
     raise UserError("the run names no vocab file: pass --vocab-file")
-  path = next((p for p in paths if storage.exists(p)), paths[0])
+  return next((p for p in paths if storage.exists(p)), paths[0])
+
+
+def load_tokenizer_for(hparams, vocab_file="", data_dir=""):
+  """The run's tokenizer (vocab_path_for); its size must be the model's."""
+  path = vocab_path_for(hparams, vocab_file, data_dir)
   tokenizer = load_tokenizer(path, hparams.do_lower_case)
   if tokenizer.vocab_size != hparams.vocab_size:
     raise UserError(f"vocab file {path} has {tokenizer.vocab_size} entries "
@@ -67,12 +89,23 @@ def load_tokenizer_for(hparams, vocab_file="", data_dir=""):
   return tokenizer
 
 
-def restore_model(pretrained, token_counts=None, special_ids=()):
-  """The run's whole pretraining model, its variables restored."""
+def restore_model(pretrained, token_counts=None, special_ids=(), need=()):
+  """The run's whole pretraining model, its variables restored. From
+  another format, only the networks it holds are restored; `need` names
+  the roles (discriminator, generator) the caller cannot do without."""
   from pretrain.checkpointing import make_checkpoint
   from pretrain.checkpointing import read_checkpoint
   from pretrain.objectives import build_model
   model = build_model(pretrained.config, token_counts, special_ids)
   model.build_variables()
-  read_checkpoint(make_checkpoint(model), pretrained.checkpoint)
+  if pretrained.source is None:
+    read_checkpoint(make_checkpoint(model), pretrained.checkpoint)
+    return model
+  from interop.weights import import_weights
+  weights = pretrained.source.weights()
+  for role in need:
+    if role not in weights:
+      raise UserError(f"{pretrained.checkpoint} holds no {role} "
+                      f"(it has: {', '.join(weights) or 'nothing'})")
+  import_weights(model, weights, source=pretrained.checkpoint)
   return model

@@ -20,6 +20,7 @@ from pretrain import checkpointing
 from pretrain import data
 from pretrain import distribution
 from pretrain import optimization
+from pretrain import runs
 from pretrain.runs import CONFIG_FILE
 from pretrain.objectives import build_model
 from util import flops
@@ -125,15 +126,38 @@ class Trainer:
         print(f"resumed from {latest} at step "
               f"{int(self.optimizer.iterations.numpy())}", flush=True)
       elif c.init_checkpoint:
-        path = c.init_checkpoint
-        if storage.isdir(path):
-          path = tf.train.latest_checkpoint(path) or path
-        self._checkpoint(with_optimizer=False).read(path).expect_partial()
-        print(f"initialised weights from {path}", flush=True)
+        self._initialise(c.init_checkpoint)
     except (tf.errors.OpError, AssertionError, ValueError) as e:
       first = str(e).strip().splitlines()[0][:300]
       raise UserError(f"cannot restore checkpoint {latest or c.init_checkpoint}"
                       f": {first}") from None
+
+  def _initialise(self, path):
+    """Weights (no optimizer state) from another run of ours with this
+    architecture, or from any format interop/sources.py reads (the TF1
+    release, transformers, .keras): every network of this model must be
+    found there with the same shapes, else one error lists what differs."""
+    from interop.sources import open_source
+    from interop.weights import import_weights
+    from interop.weights import networks
+    if runs.is_our_run(path):
+      pretrained = runs.find_pretrained(path)
+      try:
+        checkpointing.read_checkpoint(
+            self._checkpoint(with_optimizer=False), pretrained.checkpoint)
+        print(f"initialised weights from {pretrained.checkpoint}", flush=True)
+        return
+      except UserError:
+        pass  # another objective or sharing: match the networks by name
+    source = open_source(path)
+    weights = source.weights()
+    missing = [role for role in networks(self.model) if role not in weights]
+    if missing:
+      raise UserError(f"{path} holds no {' or '.join(missing)} for this "
+                      f"{self.config.objective} model")
+    import_weights(self.model, weights, source=path)
+    print(f"initialised weights from {path} ({source.kind}: "
+          f"{', '.join(weights)})", flush=True)
 
   # ------------------------------------------------------ several workers
   # Every worker takes part in each save (the variables are synchronised by
@@ -392,6 +416,8 @@ class Trainer:
     latest = tf.train.latest_checkpoint(c.model_dir)
     if latest:
       checkpointing.read_checkpoint(checkpoint, latest)
+    elif c.init_checkpoint:
+      self._initialise(c.init_checkpoint)
     else:
       print("note: no checkpoint in model_dir; evaluating initial weights")
     switch = self._stage_switch_step()

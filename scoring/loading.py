@@ -21,16 +21,23 @@ def _token_counts(hparams, need_table):
   return data.load_token_counts(data.load_metadata(hparams))
 
 
-def load_run(path, vocab_file="", data_dir="", need_generator=True):
+def load_run(path, vocab_file="", data_dir="", need_generator=True,
+             method=""):
   """(hparams, model, tokenizer) of the pretraining run at `path` (a
-  model_dir or a checkpoint prefix inside one)."""
+  model_dir or a checkpoint prefix inside one, or a model in another
+  format, which must hold the networks `method` asks)."""
   pretrained = runs.find_pretrained(path)
   hparams = pretrained.config
   if not hparams.vocab_size:
     raise UserError(f"{pretrained.model_dir}: pretrain_config.json has no "
                     "vocab_size")
   tokenizer = runs.load_tokenizer_for(hparams, vocab_file, data_dir)
+  # Every estimator a converted (ELECTRA or masked-LM) model allows reads
+  # its masked LM; appendix G also its discriminator.
+  need = ("generator",)
+  if hparams.objective != "mlm" and method in ("", "electra"):
+    need += ("discriminator",)
   model = runs.restore_model(pretrained,
                              _token_counts(hparams, need_generator),
-                             tokenizer.special_ids.values())
+                             tokenizer.special_ids.values(), need=need)
   return hparams, model, tokenizer

@@ -124,7 +124,8 @@ class Scorer:
     from scoring.loading import load_run
     hparams, model, tokenizer = load_run(
         path, vocab_file, data_dir,
-        need_generator=kwargs.get("method") in (None, "", "electra"))
+        need_generator=kwargs.get("method") in (None, "", "electra"),
+        method=kwargs.get("method") or "")
     return cls(model, hparams, tokenizer, **kwargs)
 
   # ---------------------------------------------------------------- API

@@ -1,0 +1,58 @@
+"""Config for export_model.py: one dataclass, overridable by JSON hparams
+and `--field-name` flags (util/config.py). TF-free, so bad flags fail fast.
+"""
+
+import dataclasses
+import os
+
+from util import storage
+from util.errors import UserError
+
+FORMATS = ("savedmodel", "keras", "hf")
+
+
+@dataclasses.dataclass
+class ExportConfig:
+  """Which model to export, to what. The model is DATA_DIR/models/NAME/ (or
+  --init-checkpoint: any format fine-tuning accepts)."""
+  data_dir: str = ""
+  model_name: str = ""
+  init_checkpoint: str = ""  # default DATA_DIR/models/NAME
+  vocab_file: str = ""  # default: the run's, else DATA_DIR/vocab.txt
+  format: str = "hf"  # savedmodel, keras (a .keras archive) or hf
+  output_dir: str = ""  # must not exist yet (or be empty)
+  max_seq_length: int = 0  # savedmodel text signature; 0 = the run's
+
+  @property
+  def model_path(self):
+    from util.config import model_path
+    return model_path(self)
+
+  def validate(self):
+    if not self.model_path:
+      raise UserError("no model: pass --data-dir and --model-name (or "
+                      "--init-checkpoint)")
+    if self.format not in FORMATS:
+      raise UserError(f"format must be one of {', '.join(FORMATS)}, got "
+                      f"'{self.format}'")
+    if not self.output_dir:
+      raise UserError("pass --output-dir (a new folder)")
+    if storage.exists(self.output_dir) and (
+        not storage.isdir(self.output_dir) or
+        storage.listdir(self.output_dir)):
+      raise UserError(f"output_dir {self.output_dir} already exists and is "
+                      "not empty: choose a new folder (nothing was written)")
+    parent = os.path.dirname(os.path.abspath(self.output_dir))
+    if not storage.isdir(parent):
+      raise UserError(f"output_dir: folder {parent} does not exist")
+    if self.max_seq_length < 0 or 0 < self.max_seq_length < 3:
+      raise UserError("max_seq_length must be 0 (the run's) or >= 3")
+
+
+def load_config(argv=None):
+  from util.config import parse_config
+  config, _ = parse_config(
+      ExportConfig, argv,
+      description="Export a pretrained model: a TF SavedModel, a .keras "
+                  "archive or a Hugging Face transformers directory.")
+  return config

@@ -1,0 +1,145 @@
+"""Hugging Face `transformers` directories: config.json, model.safetensors,
+vocab.txt and tokenizer_config.json, as ElectraForPreTraining (the
+discriminator) or ElectraForMaskedLM (the generator / a masked LM) saves
+them. No torch needed: safetensors reads and writes NumPy arrays.
+
+One difference transformers builds in: its generator head always uses the
+exact GELU, where ours (and the TF1 release) follows hidden_act; models
+with hidden_act "gelu" (the default) agree exactly.
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+from interop.weights import DISCRIMINATOR
+from interop.weights import GENERATOR
+from util.errors import UserError
+
+CONFIG, WEIGHTS = "config.json", "model.safetensors"
+ARCHITECTURES = {DISCRIMINATOR: "ElectraForPreTraining",
+                 GENERATOR: "ElectraForMaskedLM"}
+# Our activation names -> transformers' (its "gelu" is the exact erf form,
+# "gelu_new" the tanh approximation of the TF1 release).
+ACTIVATIONS = {"gelu": "gelu", "gelu_approx": "gelu_new",
+               "gelu_new": "gelu_new", "relu": "relu", "silu": "silu",
+               "tanh": "tanh"}
+FROM_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_approx",
+                       "gelu_pytorch_tanh": "gelu_approx",
+                       "gelu_fast": "gelu_approx", "relu": "relu",
+                       "silu": "silu", "swish": "silu", "tanh": "tanh"}
+CONFIG_FIELDS = ("vocab_size", "embedding_size", "hidden_size",
+                 "num_hidden_layers", "num_attention_heads",
+                 "intermediate_size", "hidden_dropout_prob",
+                 "attention_probs_dropout_prob", "max_position_embeddings",
+                 "type_vocab_size", "initializer_range", "layer_norm_eps")
+
+
+def _is_linear(name, array):
+  """transformers' Linear weights are [out, in]; Keras kernels [in, out]."""
+  return (array.ndim == 2 and name.endswith(".weight") and
+          not name.endswith("_embeddings.weight"))
+
+
+def architecture(role, with_head=True):
+  return ARCHITECTURES[role] if with_head else "ElectraModel"
+
+
+def save(output_dir, role, weights, config, vocab_file, do_lower_case,
+         pad_id=0, with_head=True):
+  """Writes one network; `config` is its TransformerConfig. Without its
+  head it is an ElectraModel (e.g. the main model of an ablation)."""
+  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+  os.makedirs(output_dir, exist_ok=True)
+  hf_config = {f: getattr(config, f) for f in CONFIG_FIELDS}
+  hf_config.update(
+      architectures=[architecture(role, with_head)], model_type="electra",
+      hidden_act=ACTIVATIONS[config.hidden_act], pad_token_id=pad_id,
+      position_embedding_type="absolute", tie_word_embeddings=True)
+  if config.share_layers:
+    hf_config["_comment"] = "cross-layer shared: every layer is one copy"
+  tensors = {name: np.ascontiguousarray(a.T if _is_linear(name, a) else a)
+             for name, a in weights.items()}
+  save_file(tensors, os.path.join(output_dir, WEIGHTS),
+            metadata={"format": "pt"})  # what transformers checks for
+  with open(os.path.join(output_dir, CONFIG), "w") as f:
+    json.dump(hf_config, f, indent=2, sort_keys=True)
+  if vocab_file.endswith(".txt"):
+    shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))
+    with open(os.path.join(output_dir, "tokenizer_config.json"), "w") as f:
+      json.dump({"tokenizer_class": "ElectraTokenizer",
+                 "do_lower_case": do_lower_case,
+                 "model_max_length": config.max_position_embeddings}, f,
+                indent=2)
+  else:  # a SentencePiece model: transformers' Electra tokenizer can't
+    shutil.copyfile(vocab_file, os.path.join(
+        output_dir, os.path.basename(vocab_file)))
+
+
+def is_hf_dir(path):
+  return os.path.isfile(os.path.join(path, CONFIG))
+
+
+def network_dirs(path):
+  """{role: directory}: `path` itself (its architectures say the role) or
+  the discriminator/ and generator/ folders export_model.py writes."""
+  if is_hf_dir(path):
+    return {_role(path): path}
+  found = {role: os.path.join(path, role) for role in (DISCRIMINATOR,
+                                                      GENERATOR)
+           if is_hf_dir(os.path.join(path, role))}
+  return found
+
+
+def _role(path):
+  config = read_config(path)
+  architectures = config.get("architectures") or ["ElectraModel"]
+  if config.get("model_type") != "electra":
+    raise UserError(f"{path}: model_type is {config.get('model_type')!r}, "
+                    "not 'electra'")
+  return GENERATOR if "ElectraForMaskedLM" in architectures else DISCRIMINATOR
+
+
+def read_config(path):
+  try:
+    with open(os.path.join(path, CONFIG)) as f:
+      return json.load(f)
+  except (OSError, ValueError) as e:
+    raise UserError(f"cannot read {os.path.join(path, CONFIG)}: {e}") from None
+
+
+def load(path):
+  """({our name: array}, TransformerConfig fields) of one directory."""
+  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  weights_file = os.path.join(path, WEIGHTS)
+  if not os.path.isfile(weights_file):
+    raise UserError(f"{path} has no {WEIGHTS} (save it with "
+                    "save_pretrained(..., safe_serialization=True))")
+  config = read_config(path)
+  tensors = load_file(weights_file)
+  if not any(n.startswith("electra.") for n in tensors):
+    # An ElectraModel (no head) saves its encoder without the prefix.
+    tensors = {f"electra.{n}": a for n, a in tensors.items()}
+  named = {}
+  for name, array in tensors.items():
+    if name.startswith("generator_lm_head.weight"):
+      continue  # tied to the word embeddings; checked below
+    named[name] = array.T if _is_linear(name, array) else array
+  if "generator_lm_head.weight" in tensors:
+    tied = named.get("electra.embeddings.word_embeddings.weight")
+    if tied is None or not np.array_equal(tensors["generator_lm_head.weight"],
+                                          tied):
+      raise UserError(f"{path}: generator_lm_head is not tied to the word "
+                      "embeddings, which this model requires")
+  act = config.get("hidden_act", "gelu")
+  if act not in FROM_HF_ACTIVATIONS:
+    raise UserError(f"{path}: hidden_act {act!r} is not supported")
+  if config.get("position_embedding_type", "absolute") != "absolute":
+    raise UserError(f"{path}: only absolute position embeddings are "
+                    "supported")
+  fields = {f: config[f] for f in CONFIG_FIELDS if f in config}
+  fields["hidden_act"] = FROM_HF_ACTIVATIONS[act]
+  fields.setdefault("embedding_size", fields.get("hidden_size"))
+  return named, fields

@@ -1,0 +1,191 @@
+"""Where a pretrained model comes from, whatever its format:
+  ours   a pretraining run (model_dir with pretrain_config.json + checkpoint)
+  savedmodel  export_model.py's SavedModel (the network it serves)
+  hf     a transformers ELECTRA directory (config.json + model.safetensors),
+         or the discriminator/ + generator/ pair export_model.py writes
+  tf1    a checkpoint of the original TF1 ELECTRA release
+  keras  a .keras archive of a discriminator (export_model.py)
+Each gives a PretrainingConfig that describes its architecture and the
+weights under our names (interop/weights.py), so fine-tuning, scoring and
+run_pretraining.py --init-checkpoint treat them alike.
+"""
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+
+from interop import hf
+from interop import tf1
+from interop.weights import DISCRIMINATOR
+from interop.weights import GENERATOR
+from util import storage
+from util.errors import UserError
+
+
+@dataclasses.dataclass
+class Source:
+  kind: str
+  path: str
+  config: object  # PretrainingConfig (resolved)
+  _weights: object  # () -> {role: {name: array}}
+
+  def weights(self):
+    return self._weights()
+
+
+def open_source(path):
+  """The Source at `path`; one clear error when it is none of the kinds."""
+  from pretrain import runs  # pylint: disable=g-import-not-at-top
+  if not path:
+    raise UserError("no pretrained model given")
+  if path.endswith(".keras"):
+    return _keras_source(path)
+  if storage.isdir(path):
+    if storage.exists(os.path.join(path, runs.CONFIG_FILE)):
+      return _our_source(path)
+    if hf.network_dirs(path):
+      return _hf_source(path)
+    if storage.exists(os.path.join(path, "saved_model.pb")):
+      return _savedmodel_source(path)
+    prefix = _latest(path)
+  else:
+    prefix = path
+    if storage.exists(os.path.join(os.path.dirname(path), runs.CONFIG_FILE)):
+      return _our_source(path)
+  if prefix and storage.exists(prefix + ".index"):
+    shapes, reader = tf1.read(prefix)
+    if tf1.is_tf1_checkpoint(shapes):
+      return _tf1_source(prefix, shapes, reader)
+    raise UserError(f"{prefix}: a checkpoint with neither our "
+                    f"{runs.CONFIG_FILE} beside it nor the original "
+                    "ELECTRA release's variable names")
+  raise UserError(f"no checkpoint found at {path}: expected a pretraining "
+                  "run, a transformers ELECTRA directory, an original "
+                  "ELECTRA checkpoint or a .keras archive")
+
+
+def _latest(directory):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.train.latest_checkpoint(directory)
+
+
+# ---------------------------------------------------------------- kinds
+def _our_source(path):
+  from pretrain import runs  # pylint: disable=g-import-not-at-top
+  from interop.weights import export_weights, networks  # pylint: disable=g-import-not-at-top
+  pretrained = runs.find_pretrained(path)
+
+  def weights():
+    model = runs.restore_model(pretrained, _ones_if_unigram(pretrained))
+    return {role: export_weights(model, role) for role in networks(model)}
+  return Source("ours", path, pretrained.config, weights)
+
+
+def _ones_if_unigram(pretrained):
+  # A unigram generator's table is no weight; any table builds the model.
+  p = pretrained.config
+  return np.ones(p.vocab_size) if p.unigram_generator else None
+
+
+def _hf_source(path):
+  dirs = hf.network_dirs(path)
+  loaded = {role: hf.load(d) for role, d in dirs.items()}
+  fields = {role: f for role, (_, f) in loaded.items()}
+  named = {role: w for role, (w, _) in loaded.items()}
+  main_dir = dirs.get(DISCRIMINATOR) or dirs[GENERATOR]
+  vocab = os.path.join(main_dir, "vocab.txt")
+  lower = True
+  tokenizer_config = os.path.join(main_dir, "tokenizer_config.json")
+  if os.path.isfile(tokenizer_config):
+    with open(tokenizer_config) as f:
+      lower = json.load(f).get("do_lower_case", True)
+  config = architecture_config(fields, _shared_embeddings(named),
+                               vocab if os.path.isfile(vocab) else "", lower)
+  return Source("hf", path, config, lambda: named)
+
+
+def _tf1_source(prefix, shapes, reader):
+  named = tf1.role_weights(shapes, reader)
+  fields = {role: tf1.architecture(w) for role, w in named.items()}
+  shared = not any(n.startswith("generator/embeddings/") for n in shapes)
+  vocab = os.path.join(os.path.dirname(prefix), "vocab.txt")
+  config = architecture_config(fields, shared,
+                               vocab if storage.exists(vocab) else "", True)
+  return Source("tf1", prefix, config, lambda: named)
+
+
+def _keras_source(path):
+  from interop.keras_archive import load_keras  # pylint: disable=g-import-not-at-top
+  from interop.weights import export_weights  # pylint: disable=g-import-not-at-top
+  if not storage.exists(path):
+    raise UserError(f"no .keras archive at {path}")
+  model = load_keras(path)
+  fields = {DISCRIMINATOR: dataclasses.asdict(model.config)}
+  named = {DISCRIMINATOR: export_weights(model, DISCRIMINATOR)}
+  config = architecture_config(fields, False, "", True)
+  return Source("keras", path, config, lambda: named)
+
+
+def _savedmodel_source(path):
+  from configure_pretraining import PretrainingConfig  # pylint: disable=g-import-not-at-top
+  from interop.savedmodel import read_weights  # pylint: disable=g-import-not-at-top
+  from util.tf_quiet import import_tensorflow  # pylint: disable=g-import-not-at-top
+  tf = import_tensorflow(with_text=True)
+  loaded = tf.saved_model.load(path)
+  if not hasattr(loaded, "weight_map"):
+    raise UserError(f"{path}: a SavedModel not written by export_model.py")
+  values = json.loads(loaded.pretrain_config.numpy().decode())
+  known = {f.name for f in dataclasses.fields(PretrainingConfig)}
+  config = PretrainingConfig(**{k: v for k, v in values.items()
+                                if k in known})
+  assets = os.path.join(path, "assets")
+  vocab = [os.path.join(assets, n) for n in sorted(storage.listdir(assets))
+           ] if storage.isdir(assets) else []
+  config.vocab_file = vocab[0] if vocab else ""  # the copy export made
+  named = read_weights(loaded)
+  return Source("savedmodel", path, config, lambda: named)
+
+
+def _shared_embeddings(named):
+  """Whether the generator's embedding tables are the discriminator's."""
+  if len(named) < 2:
+    return False
+  disc, gen = named[DISCRIMINATOR], named[GENERATOR]
+  keys = [k for k in disc if k.startswith("electra.embeddings.")]
+  return all(k in gen and np.array_equal(disc[k], gen[k]) for k in keys)
+
+
+def architecture_config(fields, shared_embeddings, vocab_file, do_lower_case):
+  """A PretrainingConfig with the architecture of networks whose
+  TransformerConfig fields are `fields` {role: {...}}: an ELECTRA model
+  when there is a discriminator (its generator's size as multipliers),
+  else a masked LM."""
+  from configure_pretraining import PretrainingConfig  # pylint: disable=g-import-not-at-top
+  disc, gen = fields.get(DISCRIMINATOR), fields.get(GENERATOR)
+  main = disc or gen
+  values = dict(
+      model_size="base", vocab_size=int(main["vocab_size"]),
+      model_hparam_overrides={k: v for k, v in main.items()
+                              if k != "vocab_size"},
+      vocab_file=vocab_file, do_lower_case=do_lower_case,
+      max_seq_length=min(512, int(main["max_position_embeddings"])))
+  if disc is None:
+    values["objective"] = "mlm"
+  elif gen is not None:
+    if gen["embedding_size"] != disc["embedding_size"]:
+      raise UserError("the generator's embedding size differs from the "
+                      "discriminator's, which this codebase cannot build")
+    values.update(
+        generator_hidden_size=gen["hidden_size"] / disc["hidden_size"],
+        generator_ffn_size=(gen["intermediate_size"] /
+                            disc["intermediate_size"]),
+        generator_heads=(gen["num_attention_heads"] /
+                         disc["num_attention_heads"]),
+        generator_layers=(gen["num_hidden_layers"] /
+                          disc["num_hidden_layers"]),
+        weight_sharing="embeddings" if shared_embeddings else "none")
+  config = PretrainingConfig(**values)
+  config.resolve()
+  return config

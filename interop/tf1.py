@@ -1,0 +1,120 @@
+"""Checkpoints of the original TF1 ELECTRA release, read into our names.
+
+Its layout (BERT's modeling.py): the discriminator under `electra/`, the
+generator's encoder under `generator/` (sharing `electra/embeddings` unless
+it has `generator/embeddings` of its own), heads under
+`discriminator_predictions/` (dense, dense_1) and `generator_predictions/`
+(dense, LayerNorm, output_bias). A BERT-objective run has no `generator/`:
+its masked LM is `electra/` + `generator_predictions/`.
+"""
+
+import re
+
+from interop.weights import DISCRIMINATOR
+from interop.weights import GENERATOR
+from util.errors import UserError
+
+WORD_TABLE = "electra/embeddings/word_embeddings"
+
+
+def is_tf1_checkpoint(names):
+  return WORD_TABLE in names
+
+
+def read(path):
+  """(shapes {name: shape}, reader) of a TF checkpoint prefix."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    reader = tf.train.load_checkpoint(path)
+  except (tf.errors.OpError, ValueError) as e:
+    raise UserError(f"cannot read checkpoint {path}: "
+                    f"{str(e).splitlines()[0][:200]}") from None
+  return reader.get_variable_to_shape_map(), reader
+
+
+def _is_state(name):
+  # Optimizer slots and counters are not weights.
+  return (name.endswith(("/adam_m", "/adam_v")) or
+          name.split("/")[-1] in ("global_step", "temperature"))
+
+
+def role_weights(shapes, reader):
+  """{role: {our name: array}} of every weight in the checkpoint; a name
+  this layout does not know is kept (under the discriminator) so the
+  strict import reports it."""
+  names = {n for n in shapes if not _is_state(n)}
+  own_gen_embeddings = any(n.startswith("generator/embeddings/")
+                           for n in names)
+  has_gen_encoder = any(n.startswith("generator/encoder/") for n in names)
+  roles = {}
+  if "discriminator_predictions/dense/kernel" in names or has_gen_encoder:
+    roles[DISCRIMINATOR] = "electra"
+  if "generator_predictions/output_bias" in names:
+    roles[GENERATOR] = "generator" if has_gen_encoder else "electra"
+  out, used = {}, set()
+  for role, scope in roles.items():
+    named = {}
+    for name in names:
+      ours = _our_name(name, role, scope, own_gen_embeddings)
+      if ours is not None:
+        named[ours] = reader.get_tensor(name)
+        used.add(name)
+    out[role] = named
+  for name in sorted(names - used):
+    out.setdefault(DISCRIMINATOR, {})[f"(tf1) {name}"] = reader.get_tensor(
+        name)
+  return out
+
+
+def _our_name(name, role, scope, own_gen_embeddings):
+  """The release's name -> ours in `role`, or None if not that role's."""
+  if role == DISCRIMINATOR:
+    if name.startswith("electra/"):
+      return _inverse(name, "electra")
+    if name.startswith("discriminator_predictions/"):
+      return _inverse(name, "electra")
+    return None
+  if name.startswith("generator_predictions/"):
+    return _inverse(name, scope)
+  embeddings_scope = "generator" if own_gen_embeddings else "electra"
+  if name.startswith(f"{embeddings_scope}/embeddings/"):
+    return _inverse(name.replace(embeddings_scope, scope, 1), scope)
+  if name.startswith(scope + "/") and not name.startswith(
+      f"{scope}/embeddings/"):
+    return _inverse(name, scope)
+  return None
+
+
+def _inverse(name, scope):
+  name = re.sub(r"^" + scope + "/", "electra.", name)
+  name = re.sub(r"encoder/layer_(\d+)/", r"encoder.layer.\1.", name)
+  name = name.replace("LayerNorm/gamma", "LayerNorm.weight")
+  name = name.replace("LayerNorm/beta", "LayerNorm.bias")
+  name = re.sub(r"_embeddings$", "_embeddings.weight", name)
+  name = re.sub(r"/kernel$", ".weight", name)
+  name = name.replace("dense_1", "dense_prediction")
+  name = name.replace("generator_predictions/output_bias",
+                      "generator_lm_head.bias")
+  return name.replace("/", ".")
+
+
+def architecture(named):
+  """TransformerConfig fields of one network from its weights' shapes.
+  Head count: the release's head size is 64 at every size (Table 5.1);
+  model_hparam_overrides can say otherwise."""
+  v, e = named["electra.embeddings.word_embeddings.weight"].shape
+  layers = {int(m.group(1)) for n in named
+            for m in [re.match(r"electra\.encoder\.layer\.(\d+)\.", n)] if m}
+  if not layers:
+    raise UserError("the checkpoint's encoder has no layers")
+  h = named["electra.encoder.layer.0.attention.self.query.weight"].shape[1]
+  f = named["electra.encoder.layer.0.intermediate.dense.weight"].shape[1]
+  return dict(
+      vocab_size=int(v), embedding_size=int(e), hidden_size=int(h),
+      intermediate_size=int(f), num_hidden_layers=max(layers) + 1,
+      num_attention_heads=max(1, int(h) // 64),
+      max_position_embeddings=int(
+          named["electra.embeddings.position_embeddings.weight"].shape[0]),
+      type_vocab_size=int(
+          named["electra.embeddings.token_type_embeddings.weight"].shape[0]),
+      hidden_act="gelu_approx")  # BERT's modeling.py: tanh GELU
