@@ -2,16 +2,21 @@
 
   python benchmarks/pretrain_throughput.py [--sizes small,base]
       [--batch-sizes 32,128] [--precisions float32,bfloat16] [--steps 4]
-      [--xla] [--json out.json]
+      [--implementations ours,hf] [--xla] [--json out.json]
 
-Measures, in one process: the machine's matmul peak (fp32 and bf16), then
-our ELECTRA train step through the real code path (synthetic TFRecords ->
-pretrain/data.py -> Trainer's compiled train loop) per setting. MFU =
-util/flops.model_flops_per_step x steps/s / measured peak.
+Measures, in one process: the machine's matmul peak (fp32 and bf16); our
+ELECTRA train step through the real code path (synthetic TFRecords ->
+pretrain/data.py -> Trainer's compiled train loop) per setting; the same
+step in Hugging Face transformers on PyTorch CPU (the peer; fp32 and bf16
+autocast); and the input pipeline alone. MFU = matmul FLOPs per step
+(util/flops.model_flops_per_step; for transformers also its generator's
+vocabulary projection at every position) x steps/s / measured bf16 peak.
 
 Each implementation is one entry of IMPLEMENTATIONS: a function
-(size, batch, precision, args) -> dict(seq_per_s, flops_per_step, ...), so a
-peer column (e.g. Hugging Face) is one more function.
+(size, batch, precision, args) -> dict(seq_per_s, flops_per_step, ...).
+`--json` writes {"ours": {seq_per_s, mfu, ...}, "hf": {seq_per_s, ...},
+"speedup_vs_hf", "pipeline_seq_per_s", "peak_bf16_tflops", "entries"}
+(ours and hf: the best precision at the small preset, batch 32).
 """
 
 import argparse
@@ -124,7 +129,122 @@ def time_ours(size, batch, precision, args):
   return result
 
 
-IMPLEMENTATIONS = {"ours": time_ours}
+def time_pipeline(batch, args, batches=200):
+  """The input pipeline alone (pretrain/data.py: read, parse, mask,
+  batch, prefetch) in sequences/s, as the train step consumes it."""
+  import configure_pretraining
+  from pretrain import data
+  config = configure_pretraining.load_config([
+      "--hparams", os.path.join(ROOT, "configs", "electra_small.json"),
+      "--pretrain-tfrecords", args.tfrecords, "--model-dir",
+      os.path.join(args.work_dir, "pipeline"), "--max-seq-length",
+      str(args.seq_len), "--train-batch-size", str(batch)])
+  iterator = iter(data.make_dataset(config, data.load_metadata(config),
+                                    batch, True))
+  for _ in range(10):  # fill the prefetch buffers
+    next(iterator)
+  start = time.perf_counter()
+  for _ in range(batches):
+    next(iterator)
+  return batches * batch / (time.perf_counter() - start)
+
+
+# --------------------------------------------------------- Hugging Face
+def hf_configs(size, vocab_size, seq_len):
+  """transformers ElectraConfigs of the discriminator and the generator,
+  sized as our preset (generator: Table 5.1's multiplier)."""
+  import transformers
+  from model import config as model_config
+  disc = model_config.get_model_config(size, vocab_size)
+  gen = model_config.scale_config(disc,
+                                  model_config.GENERATOR_MULTIPLIER[size])
+
+  def config(c):
+    return transformers.ElectraConfig(
+        vocab_size=c.vocab_size, embedding_size=c.embedding_size,
+        hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads,
+        intermediate_size=c.intermediate_size,
+        max_position_embeddings=max(512, seq_len))
+  return config(disc), config(gen), gen
+
+
+def time_hf(size, batch, precision, args):
+  """The same ELECTRA step in transformers on PyTorch CPU, written as its
+  users write it: ElectraForMaskedLM generator sharing the discriminator's
+  embeddings (tied output), ElectraForPreTraining discriminator, 15%
+  masking, a sample at the masked positions, loss = MLM + 50 x disc, AdamW.
+  bfloat16 means torch.autocast; the best of `args.loops` timings."""
+  import contextlib
+  import torch
+  import transformers
+  torch.set_num_threads(os.cpu_count())
+  torch.manual_seed(0)
+  disc_config, gen_config, _ = hf_configs(size, args.vocab_size,
+                                          args.seq_len)
+  disc = transformers.ElectraForPreTraining(disc_config)
+  gen = transformers.ElectraForMaskedLM(gen_config)
+  gen.electra.embeddings = disc.electra.embeddings  # ELECTRA's sharing
+  gen.tie_weights()
+  params = {id(p): p for m in (disc, gen) for p in m.parameters()}
+  optimizer = torch.optim.AdamW(params.values(), lr=5e-4, weight_decay=0.01)
+  ids = torch.randint(104, args.vocab_size, (batch, args.seq_len))
+  mask = torch.ones_like(ids)
+  autocast = (torch.autocast("cpu", dtype=torch.bfloat16)
+              if precision == "bfloat16" else contextlib.nullcontext())
+
+  def step():
+    masked = torch.rand(ids.shape) < 0.15
+    gen_input = ids.masked_fill(masked, 103)
+    labels = ids.masked_fill(~masked, -100)
+    with autocast:
+      out = gen(input_ids=gen_input, attention_mask=mask, labels=labels)
+      with torch.no_grad():
+        logits = out.logits[masked].float()
+        sample = torch.multinomial(torch.softmax(logits, -1), 1)[:, 0]
+      fake = ids.clone()
+      fake[masked] = sample
+      disc_labels = (fake != ids).long()
+      disc_out = disc(input_ids=fake, attention_mask=mask, labels=disc_labels)
+      loss = out.loss + 50.0 * disc_out.loss
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
+    optimizer.step()
+    return float(loss)
+
+  start = time.perf_counter()
+  for _ in range(args.warmup_steps):
+    step()
+  warmup = time.perf_counter() - start
+  times, loss = [], None
+  for _ in range(args.loops):
+    start = time.perf_counter()
+    for _ in range(args.steps):
+      loss = step()
+    times.append(time.perf_counter() - start)
+  step_s = min(times) / args.steps
+  return dict(seq_per_s=batch / step_s, step_ms=step_s * 1e3,
+              flops_per_step=hf_flops_per_step(size, batch, args),
+              warmup_s=warmup, loss=loss, precision=precision)
+
+
+def hf_flops_per_step(size, batch, args):
+  """Matmul FLOPs of the transformers step: as ours, but its generator's
+  vocabulary projection runs at every position, not only the masked."""
+  gen = hf_configs(size, args.vocab_size, args.seq_len)[2]
+  from configure_pretraining import PretrainingConfig
+  config = PretrainingConfig(model_size=size, vocab_size=args.vocab_size,
+                             max_seq_length=args.seq_len,
+                             train_batch_size=batch)
+  config.resolve()
+  per_position = 2 * gen.embedding_size * (gen.hidden_size + gen.vocab_size)
+  extra = 3 * batch * per_position * (args.seq_len -
+                                      config.max_predictions_per_seq)
+  return flops.model_flops_per_step(config) + extra
+
+
+IMPLEMENTATIONS = {"ours": time_ours, "hf": time_hf}
 
 
 # ------------------------------------------------------------------- main
@@ -232,13 +352,27 @@ def main(argv=None):
                   f"{entry['seq_per_s']:.2f} seq/s "
                   f"(warmup {entry['warmup_s']:.0f}s)", flush=True)
     print_table(entries, peaks)
+    batch = int(split(args.batch_sizes)[0])
+    pipeline = time_pipeline(batch, args)
+    fastest = max((e["seq_per_s"] for e in entries if e["impl"] == "ours"
+                   and "error" not in e), default=float("nan"))
+    print(f"input pipeline alone, batch {batch}: {pipeline:,.0f} seq/s = "
+          f"{pipeline / fastest:.0f}x our fastest step", flush=True)
     ours = [e for e in entries if e["impl"] == "ours" and "error" not in e
             and e["size"] == "small" and e["batch"] == 32]
     best = max(ours, key=lambda e: e["seq_per_s"]) if ours else None
+    hf = [e for e in entries if e["impl"] == "hf" and "error" not in e
+          and e["size"] == "small" and e["batch"] == 32]
+    hf_best = max(hf, key=lambda e: e["seq_per_s"]) if hf else None  # its best
     result = {
         "ours": best and {k: best[k] for k in (
             "seq_per_s", "mfu", "mfu_vs_fp32_peak", "tokens_per_s",
             "precision", "batch", "size")},
+        "hf": hf_best and {k: hf_best[k] for k in (
+            "seq_per_s", "precision", "batch", "size")},
+        "speedup_vs_hf": (best["seq_per_s"] / hf_best["seq_per_s"]
+                          if best and hf_best else None),
+        "pipeline_seq_per_s": pipeline,
         "peak_bf16_tflops": peaks["bfloat16"],
         "peak_fp32_tflops": peaks["float32"],
         "entries": entries, "machine": machine}
