@@ -102,6 +102,8 @@ def time_ours(size, batch, precision, args):
           "--mixed-precision", precision,
           "--iterations-per-loop", str(args.steps),
           "--xla" if args.xla else "--no-xla"]
+  for extra in args.hparams:  # e.g. an ablation: dropout off
+    argv += ["--hparams", extra]
   config = configure_pretraining.load_config(argv)
   keras.backend.clear_session()  # drop the previous setting's graphs
   trainer = Trainer(config)  # sets the dtype policy, then builds the model
@@ -281,6 +283,9 @@ def parse_args(argv=None):
   p.add_argument("--xla", action="store_true", help="jit_compile the step")
   p.add_argument("--matmul-size", type=int, default=2048)
   p.add_argument("--matmul-reps", type=int, default=10)
+  p.add_argument("--hparams", action="append", default=[],
+                 help="more hparams (JSON) for our step, e.g. "
+                      "'{\"model_hparam_overrides\": {\"hidden_dropout_prob\": 0}}'")
   p.add_argument("--json", help="write the results here")
   return p.parse_args(argv)
 
