@@ -9,6 +9,12 @@ QS := runs/quickstart
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+# The tests also need their peers (transformers + CPU torch, JAX, jiwer);
+# the quickstart does not.
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install -q -e ".[test]"
 	touch $@
 
@@ -31,8 +37,8 @@ quickstart: install
 	$(PY) run_pretraining.py --data-dir $(QS) --model-name electra_tiny \
 	  $(QS_HPARAMS) --do-eval
 
-test: install
+test: $(VENV)/.installed-test
 	$(PY) -m pytest -q tests
 
-bench: install
+bench: $(VENV)/.installed-test
 	$(PY) benchmarks/pretrain_throughput.py
