@@ -5,6 +5,7 @@ import dataclasses
 import keras
 import numpy as np
 
+from interop.weights import encoder_slots
 from model import Encoder
 from model.config import get_model_config
 from model.config import scale_config
@@ -72,49 +73,22 @@ def source_encoder(pretraining_model, init_from):
   return pretraining_model.discriminator
 
 
-def _tables(embeddings):
-  """Effective embedding tables (GDES: shared + delta) and LayerNorm."""
-  from model.encoder import DisentangledEmbeddings
-  if isinstance(embeddings, DisentangledEmbeddings):
-    tables = [embeddings._table(n) for n in (  # pylint: disable=protected-access
-        "word_embeddings", "position_embeddings", "token_type_embeddings")]
-  else:
-    tables = [embeddings.word_embeddings.embeddings,
-              embeddings.position_embeddings.embeddings,
-              embeddings.token_type_embeddings.embeddings]
-  return tables + [embeddings.layer_norm.gamma, embeddings.layer_norm.beta]
-
-
-def encoder_weights(encoder):
-  """The encoder's weights in one order: embedding tables, projection,
-  layers (GDES tables resolved to shared + delta)."""
-  return _tables(encoder.embeddings) + _encoder_body(encoder)
-
-
 def set_encoder_weights(target, weights):
-  """Assigns NumPy `weights` (encoder_weights order) to `target`."""
-  variables = encoder_weights(target)
-  if len(variables) != len(weights):
+  """Assigns {name: array} (pretrained_encoder_weights) to `target`."""
+  slots = encoder_slots(target)
+  if sorted({s.name for s in slots}) != sorted(weights):
     raise UserError("the checkpoint's encoder has a different structure")
-  for value, variable in zip(weights, variables):
-    if tuple(value.shape) != tuple(variable.shape):
-      raise UserError(f"shape mismatch for {variable.path}: checkpoint "
-                      f"{tuple(value.shape)} vs model {tuple(variable.shape)}")
-    variable.assign(value)
-
-
-def _encoder_body(encoder):
-  """The encoder's weights after its embeddings: projection and layers."""
-  weights = []
-  if encoder.embeddings_project is not None:
-    weights += encoder.embeddings_project.weights
-  for layer in encoder.transformer_layers:
-    weights += layer.weights
-  return weights
+  for slot in slots:
+    value = weights[slot.name]
+    if tuple(value.shape) != tuple(slot.variable.shape):
+      raise UserError(f"shape mismatch for {slot.variable.path}: checkpoint "
+                      f"{tuple(value.shape)} vs model "
+                      f"{tuple(slot.variable.shape)}")
+    slot.assign(value)
 
 
 def pretrained_encoder_weights(pretrained, config):
-  """NumPy weights of the run's encoder that fine-tuning starts from (read
+  """{name: array} of the run's encoder that fine-tuning starts from (read
   once; every trial assigns them with set_encoder_weights)."""
   p = pretrained.config
   # A unigram generator's table is no variable, and not needed here.
@@ -123,5 +97,6 @@ def pretrained_encoder_weights(pretrained, config):
   need = ("generator" if config.init_from == "generator" or mlm_only
           else "discriminator",)
   model = runs.restore_model(pretrained, counts, need=need)
-  return [np.asarray(keras.ops.convert_to_numpy(w)) for w in
-          encoder_weights(source_encoder(model, config.init_from))]
+  # By name (interop/weights.py); GDES tables resolve to shared + delta.
+  return {slot.name: slot.value() for slot in
+          encoder_slots(source_encoder(model, config.init_from))}

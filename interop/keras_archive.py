@@ -9,8 +9,9 @@ SavedModel (interop/savedmodel.py) instead.
 
 import keras
 
-from finetune.model import encoder_weights
-from finetune.model import set_encoder_weights
+from interop.weights import DISCRIMINATOR
+from interop.weights import export_weights
+from interop.weights import import_weights
 from model.standalone import Discriminator
 from util import storage
 from util.errors import UserError
@@ -27,14 +28,10 @@ def export_keras(model, hparams, path):
     raise UserError(f"a .keras archive's name must end in .keras: {path}")
   disc = Discriminator(model.disc_config, name="discriminator")
   disc.build()
-  # encoder_weights resolves GDES tables (shared + delta) into the plain
-  # tables of the standalone encoder.
-  set_encoder_weights(disc.encoder, [
-      keras.ops.convert_to_numpy(w) for w in encoder_weights(
-          model.discriminator)])
-  for target, source in zip(disc.head.weights,
-                            model.discriminator_predictions.weights):
-    target.assign(keras.ops.convert_to_numpy(source))
+  # By name; GDES tables resolve to shared + delta, the standalone's plain
+  # tables.
+  import_weights(disc, {DISCRIMINATOR: export_weights(model, DISCRIMINATOR)},
+                 source="the pretraining model")
   disc.save(path)
   return disc
 
