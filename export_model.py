@@ -57,14 +57,13 @@ def main(argv=None):
   from util.tf_quiet import import_tensorflow
   import_tensorflow(with_text=True)
   from pretrain import runs
-  from scoring.loading import _token_counts  # pylint: disable=protected-access
   pretrained = runs.find_pretrained(config.model_path)
   hparams = pretrained.config
   vocab_file = runs.vocab_path_for(hparams, config.vocab_file, config.data_dir)
   tokenizer = runs.load_tokenizer_for(hparams, config.vocab_file,
                                       config.data_dir)
-  model = runs.restore_model(pretrained, _token_counts(hparams, False),
-                             tokenizer.special_ids.values())
+  model = runs.restore_model(pretrained,
+                             special_ids=tokenizer.special_ids.values())
   out = config.output_dir
   created = not os.path.exists(out)
   os.makedirs(out, exist_ok=True)

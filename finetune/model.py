@@ -3,7 +3,6 @@
 import dataclasses
 
 import keras
-import numpy as np
 
 from interop.weights import encoder_slots
 from model import Encoder
@@ -91,12 +90,10 @@ def pretrained_encoder_weights(pretrained, config):
   """{name: array} of the run's encoder that fine-tuning starts from (read
   once; every trial assigns them with set_encoder_weights)."""
   p = pretrained.config
-  # A unigram generator's table is no variable, and not needed here.
-  counts = np.ones(p.vocab_size) if p.unigram_generator else None
   mlm_only = p.objective in ("mlm", "script")
   need = ("generator" if config.init_from == "generator" or mlm_only
           else "discriminator",)
-  model = runs.restore_model(pretrained, counts, need=need)
+  model = runs.restore_model(pretrained, need=need)
   # By name (interop/weights.py); GDES tables resolve to shared + delta.
   return {slot.name: slot.value() for slot in
           encoder_slots(source_encoder(model, config.init_from))}

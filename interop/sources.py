@@ -78,15 +78,9 @@ def _our_source(path):
   pretrained = runs.find_pretrained(path)
 
   def weights():
-    model = runs.restore_model(pretrained, _ones_if_unigram(pretrained))
+    model = runs.restore_model(pretrained)
     return {role: export_weights(model, role) for role in networks(model)}
   return Source("ours", path, pretrained.config, weights)
-
-
-def _ones_if_unigram(pretrained):
-  # A unigram generator's table is no weight; any table builds the model.
-  p = pretrained.config
-  return np.ones(p.vocab_size) if p.unigram_generator else None
 
 
 def _hf_source(path):

@@ -8,6 +8,8 @@ import dataclasses
 import json
 import os
 
+import numpy as np
+
 from util import storage
 from util.errors import UserError
 from util.tokenization import load_tokenizer
@@ -96,7 +98,12 @@ def restore_model(pretrained, token_counts=None, special_ids=(), need=()):
   from pretrain.checkpointing import make_checkpoint
   from pretrain.checkpointing import read_checkpoint
   from pretrain.objectives import build_model
-  model = build_model(pretrained.config, token_counts, special_ids)
+  config = pretrained.config
+  if config.unigram_generator and token_counts is None:
+    # Its table is no weight; any table builds the model (a caller that
+    # samples from the generator passes the dataset's counts).
+    token_counts = np.ones(config.vocab_size)
+  model = build_model(config, token_counts, special_ids)
   model.build_variables()
   if pretrained.source is None:
     read_checkpoint(make_checkpoint(model), pretrained.checkpoint)

@@ -4,8 +4,6 @@ The run is found and restored by pretrain/runs.py, as fine-tuning does:
 the whole pretraining model, heads and generator included.
 """
 
-import numpy as np
-
 from pretrain import data
 from pretrain import runs
 from util.errors import UserError
@@ -13,12 +11,10 @@ from util.errors import UserError
 
 def _token_counts(hparams, need_table):
   """A unigram generator's table is rebuilt from the dataset's counts (it
-  is not a variable); a scorer that never asks the generator skips it."""
-  if not hparams.unigram_generator:
-    return None
-  if not need_table:
-    return np.ones(hparams.vocab_size)
-  return data.load_token_counts(data.load_metadata(hparams))
+  is not a variable), when the scorer asks the generator."""
+  if hparams.unigram_generator and need_table:
+    return data.load_token_counts(data.load_metadata(hparams))
+  return None
 
 
 def load_run(path, vocab_file="", data_dir="", need_generator=True,
