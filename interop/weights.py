@@ -132,10 +132,16 @@ def export_weights(model, role):
   return {slot.name: slot.value() for slot in role_slots(model, role)}
 
 
-def import_weights(model, weights_by_role, source="the checkpoint"):
-  """Assigns {role: {name: array}} to `model`, every role given. Strict:
-  any missing weight, shape mismatch or leftover is one UserError that
-  lists what differs (the first few of each)."""
+def import_weights(model, weights_by_role, source="the checkpoint",
+                   require=()):
+  """Assigns {role: {name: array}} to `model`, every role given; the roles
+  in `require` must be among them. Strict: any missing weight, shape
+  mismatch or leftover is one UserError that lists what differs (the first
+  few of each)."""
+  missing = [role for role in require if role not in weights_by_role]
+  if missing:
+    raise UserError(f"{source} holds no {' or '.join(missing)} (it has: "
+                    f"{', '.join(weights_by_role) or 'nothing'})")
   have = networks(model)
   problems, plan = [], []
   # The generator first: a GDES discriminator's tables are offsets from

@@ -109,10 +109,6 @@ def restore_model(pretrained, token_counts=None, special_ids=(), need=()):
     read_checkpoint(make_checkpoint(model), pretrained.checkpoint)
     return model
   from interop.weights import import_weights
-  weights = pretrained.source.weights()
-  for role in need:
-    if role not in weights:
-      raise UserError(f"{pretrained.checkpoint} holds no {role} "
-                      f"(it has: {', '.join(weights) or 'nothing'})")
-  import_weights(model, weights, source=pretrained.checkpoint)
+  import_weights(model, pretrained.source.weights(),
+                 source=pretrained.checkpoint, require=need)
   return model

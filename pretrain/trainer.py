@@ -151,11 +151,8 @@ class Trainer:
         pass  # another objective or sharing: match the networks by name
     source = open_source(path)
     weights = source.weights()
-    missing = [role for role in networks(self.model) if role not in weights]
-    if missing:
-      raise UserError(f"{path} holds no {' or '.join(missing)} for this "
-                      f"{self.config.objective} model")
-    import_weights(self.model, weights, source=path)
+    import_weights(self.model, weights, source=path,
+                   require=networks(self.model))
     print(f"initialised weights from {path} ({source.kind}: "
           f"{', '.join(weights)})", flush=True)
 
