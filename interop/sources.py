@@ -40,11 +40,11 @@ def open_source(path):
   from pretrain import runs  # pylint: disable=g-import-not-at-top
   if not path:
     raise UserError("no pretrained model given")
+  if runs.is_our_run(path):
+    return _our_source(path)
   if path.endswith(".keras"):
     return _keras_source(path)
   if storage.isdir(path):
-    if storage.exists(os.path.join(path, runs.CONFIG_FILE)):
-      return _our_source(path)
     if hf.network_dirs(path):
       return _hf_source(path)
     if storage.exists(os.path.join(path, "saved_model.pb")):
@@ -52,8 +52,6 @@ def open_source(path):
     prefix = _latest(path)
   else:
     prefix = path
-    if storage.exists(os.path.join(os.path.dirname(path), runs.CONFIG_FILE)):
-      return _our_source(path)
   if prefix and storage.exists(prefix + ".index"):
     shapes, reader = tf1.read(prefix)
     if tf1.is_tf1_checkpoint(shapes):
@@ -123,17 +121,14 @@ def _keras_source(path):
 
 
 def _savedmodel_source(path):
-  from configure_pretraining import PretrainingConfig  # pylint: disable=g-import-not-at-top
+  from pretrain import runs  # pylint: disable=g-import-not-at-top
   from interop.savedmodel import read_weights  # pylint: disable=g-import-not-at-top
   from util.tf_quiet import import_tensorflow  # pylint: disable=g-import-not-at-top
   tf = import_tensorflow(with_text=True)
   loaded = tf.saved_model.load(path)
   if not hasattr(loaded, "weight_map"):
     raise UserError(f"{path}: a SavedModel not written by export_model.py")
-  values = json.loads(loaded.pretrain_config.numpy().decode())
-  known = {f.name for f in dataclasses.fields(PretrainingConfig)}
-  config = PretrainingConfig(**{k: v for k, v in values.items()
-                                if k in known})
+  config = runs.config_from_json(loaded.pretrain_config.numpy().decode())
   assets = os.path.join(path, "assets")
   vocab = [os.path.join(assets, n) for n in sorted(storage.listdir(assets))
            ] if storage.isdir(assets) else []

@@ -29,7 +29,6 @@ class Pretrained:
 def find_pretrained(path):
   """A pretraining model_dir (or a checkpoint prefix inside one)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from configure_pretraining import PretrainingConfig
   if not path:
     raise UserError("no pretrained model: pass --init-checkpoint or "
                     "--data-dir and --model-name")
@@ -50,11 +49,16 @@ def find_pretrained(path):
   if not storage.exists(config_path):
     raise UserError(f"{config_path} not found: the checkpoint's model "
                     "config is unknown")
-  values = json.loads(storage.read_text(config_path))
+  return Pretrained(config_from_json(storage.read_text(config_path)),
+                    checkpoint, model_dir)
+
+
+def config_from_json(text):
+  """The PretrainingConfig a run saved (keys this version lacks dropped)."""
+  from configure_pretraining import PretrainingConfig
+  values = json.loads(text)
   known = {f.name for f in dataclasses.fields(PretrainingConfig)}
-  config = PretrainingConfig(**{k: v for k, v in values.items()
-                                if k in known})
-  return Pretrained(config, checkpoint, model_dir)
+  return PretrainingConfig(**{k: v for k, v in values.items() if k in known})
 
 
 def is_our_run(path):
