@@ -1,1 +1,14 @@
 """Benchmark scripts (run directly; not collected by pytest)."""
+
+
+def step_parser(doc):
+  """An argparse parser with the one-step settings the step benchmarks
+  share: --size, --batch, --seq-len, --vocab-size, --precision."""
+  import argparse
+  p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+  p.add_argument("--size", default="small")
+  p.add_argument("--batch", type=int, default=32)
+  p.add_argument("--seq-len", type=int, default=128)
+  p.add_argument("--vocab-size", type=int, default=30522)
+  p.add_argument("--precision", default="bfloat16")
+  return p

@@ -59,6 +59,16 @@ def matmul_peak_tflops(dtype, n, reps):
   return 2 * n ** 3 / best / 1e12
 
 
+def measure_peaks(args):
+  peaks = {}
+  for dtype in ("float32", "bfloat16"):
+    peaks[dtype] = matmul_peak_tflops(getattr(tf, dtype), args.matmul_size,
+                                      args.matmul_reps)
+    print(f"matmul peak {dtype}: {peaks[dtype]:.3f} TFLOP/s "
+          f"({args.matmul_size}^3, best of {args.matmul_reps})", flush=True)
+  return peaks
+
+
 # ------------------------------------------------------------------- data
 def write_synthetic_data(data_dir, seq_len, vocab_size, seed=0):
   """Random-token TFRecords + metadata.json in pretrain/data.py's format."""
@@ -318,13 +328,7 @@ def main(argv=None):
   try:
     machine = machine_description()
     print(machine, flush=True)
-    peaks = {}
-    for dtype in ("float32", "bfloat16"):
-      peaks[dtype] = matmul_peak_tflops(getattr(tf, dtype), args.matmul_size,
-                                        args.matmul_reps)
-      print(f"matmul peak {dtype}: {peaks[dtype]:.3f} TFLOP/s "
-            f"({args.matmul_size}^3, best of {args.matmul_reps})",
-            flush=True)
+    peaks = measure_peaks(args)
     data_dir = os.path.join(args.work_dir, "data")
     os.makedirs(data_dir)
     args.tfrecords = write_synthetic_data(data_dir, args.seq_len,
@@ -346,16 +350,21 @@ def main(argv=None):
                     flush=True)
               entries.append(entry)
               continue
-            achieved = entry["flops_per_step"] * entry["seq_per_s"] / batch
-            entry.update(
-                tokens_per_s=entry["seq_per_s"] * args.seq_len,
-                achieved_tflops=achieved / 1e12,
-                mfu=achieved / (peaks["bfloat16"] * 1e12),
-                mfu_vs_fp32_peak=achieved / (peaks["float32"] * 1e12))
+            entry["tokens_per_s"] = entry["seq_per_s"] * args.seq_len
             entries.append(entry)
             print(f"{impl} {size} b{batch} {precision}: "
                   f"{entry['seq_per_s']:.2f} seq/s "
                   f"(warmup {entry['warmup_s']:.0f}s)", flush=True)
+    # The peak again after the runs, the best of both: a busy moment on a
+    # shared machine must not lower the peak and so raise MFU.
+    peaks = {k: max(v, measure_peaks(args)[k]) for k, v in peaks.items()}
+    for entry in entries:
+      if "error" not in entry:
+        achieved = (entry["flops_per_step"] * entry["seq_per_s"] /
+                    entry["batch"])
+        entry.update(achieved_tflops=achieved / 1e12,
+                     mfu=achieved / (peaks["bfloat16"] * 1e12),
+                     mfu_vs_fp32_peak=achieved / (peaks["float32"] * 1e12))
     print_table(entries, peaks)
     batch = int(split(args.batch_sizes)[0])
     pipeline = time_pipeline(batch, args)

@@ -10,7 +10,6 @@ MFU for these shapes; the rest of a real step's time is everything else.
 Counts match util/flops.model_flops_per_step.
 """
 
-import argparse
 import os
 import sys
 import time
@@ -19,6 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
+from benchmarks import step_parser  # noqa: E402
 from util.tf_quiet import import_tensorflow  # noqa: E402
 
 tf = import_tensorflow()
@@ -47,13 +47,8 @@ def step_shapes(size, batch, seq_len, vocab_size, predictions):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  p.add_argument("--size", default="small")
-  p.add_argument("--batch", type=int, default=32)
-  p.add_argument("--seq-len", type=int, default=128)
-  p.add_argument("--vocab-size", type=int, default=30522)
+  p = step_parser(__doc__)
   p.add_argument("--predictions", type=int, default=19)  # (0.15+.005)*128
-  p.add_argument("--precision", default="bfloat16")
   args = p.parse_args(argv)
   dtype = getattr(tf, args.precision)
   dense, attention = step_shapes(args.size, args.batch, args.seq_len,

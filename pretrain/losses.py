@@ -57,7 +57,7 @@ def log_softmax_at(logits, ids):
   """log softmax(logits)[..., ids]: [..., V], [...] -> [...] (float32).
 
   The fused sparse cross-entropy (one kernel for loss and gradient on TF)
-  is ~1.1x faster per pretraining step than logsumexp - take_along_axis,
+  makes a small-model step ~3% faster than logsumexp - take_along_axis,
   whose gradient densifies a [..., V] scatter.
   """
   return -ops.sparse_categorical_crossentropy(

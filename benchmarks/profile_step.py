@@ -1,0 +1,148 @@
+"""Where one ELECTRA train step's time goes: a per-op profile by category.
+
+  python benchmarks/profile_step.py [--size small] [--batch 32]
+      [--precision bfloat16] [--top 20] [--json out.json]
+
+Runs our Trainer's compiled train loop (as benchmarks/pretrain_throughput.py
+does) under the TensorFlow profiler with one inter-op thread, so ops run one
+at a time and their times add up to the step (each still uses every core).
+Every op is put in one category (matmul, dropout, GELU, LayerNorm, ...) by
+its name in the graph; the table shows ms per step and share. Run the
+throughput benchmark beside it for the step time without the profiler.
+"""
+
+import collections
+import glob
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+from benchmarks import step_parser  # noqa: E402
+from util.tf_quiet import import_tensorflow  # noqa: E402
+
+tf = import_tensorflow()
+
+# First match wins; patterns see "graph/name/of/op:OpType".
+CATEGORIES = (
+    ("matmul", r":_Mkl(Batch)?MatMul|:(Batch)?MatMul"),
+    ("dropout", r"dropout"),
+    ("GELU", r"intermediate(_\d+)?/(Gelu|Cast)"),
+    ("LayerNorm", r"LayerNorm"),
+    ("attention softmax/mask", r"/attention(_\d+)?/"),
+    ("bias add + grad", r":BiasAdd"),
+    ("MLM loss + sampling", r"Multinomial|SparseSoftmax|ArgMax|categorical"),
+    ("optimizer", r"adam_w|lamb|AssignVariable|AssignSub|AssignAdd"),
+    ("residual/grad sums", r":(AddN|AddV2)$"),
+)
+NOT_OPS = ("ThreadpoolListener", "ExecutorState", "ParallelFor")
+
+
+def profile_trainer(args, work_dir):
+  """Writes a profile of `args.steps` steps; returns (xplane, step_s)."""
+  import configure_pretraining
+  from benchmarks import pretrain_throughput as throughput
+  from pretrain.trainer import Trainer
+
+  tfrecords = throughput.write_synthetic_data(work_dir, args.seq_len,
+                                              args.vocab_size)
+  config = configure_pretraining.load_config([
+      "--hparams", os.path.join(ROOT, "configs", f"electra_{args.size}.json"),
+      "--pretrain-tfrecords", tfrecords, "--model-dir", work_dir + "/model",
+      "--max-seq-length", str(args.seq_len),
+      "--train-batch-size", str(args.batch),
+      "--mixed-precision", args.precision,
+      "--iterations-per-loop", str(args.steps)])
+  trainer = Trainer(config)
+  iterator = iter(trainer._distributed_dataset(args.batch, True))
+  loop = trainer._build_train_loop()
+
+  def run():
+    start = time.perf_counter()
+    float(loop(iterator, tf.constant(args.steps, tf.int32))["loss"])
+    return (time.perf_counter() - start) / args.steps
+
+  run()  # trace
+  step_s = min(run() for _ in range(2))
+  logdir = os.path.join(work_dir, "profile")
+  tf.profiler.experimental.start(
+      logdir, options=tf.profiler.experimental.ProfilerOptions(
+          host_tracer_level=3))  # level 3 keeps each op's graph name
+  run()
+  tf.profiler.experimental.stop()
+  return glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0], step_s
+
+
+def op_times(xplane):
+  """{(graph name, op type): total microseconds} from the trace."""
+  from tensorflow.python.profiler.internal import _pywrap_profiler_plugin
+  data, _ = _pywrap_profiler_plugin.xspace_to_tools_data(
+      [xplane], "trace_viewer@", {})
+  trace = json.loads(data)
+  frames = trace.get("stackFrames", {})
+  times = collections.Counter()
+  for event in trace["traceEvents"]:
+    if (event.get("ph") != "X" or "sf" not in event or
+        event["name"].startswith(NOT_OPS)):
+      continue
+    name = frames.get(str(event["sf"]), {}).get("name", "?").split(":")[0]
+    times[(name, event["name"])] += event["dur"]
+  return times
+
+
+def categorise(times):
+  by_category = collections.Counter()
+  for (name, op), us in times.items():
+    key = f"{name}:{op}"
+    category = next((c for c, pattern in CATEGORIES
+                     if re.search(pattern, key)), "other elementwise")
+    by_category[category] += us
+  return by_category
+
+
+def short(name):
+  """layer_7_1/... -> layer_#/...: one row per op across layers."""
+  name = re.sub(r"_\d+(?=/|$)", "", name)
+  name = re.sub(r"layer_\d+", "layer_#", name)
+  return name.split("StatefulPartitionedCall/")[-1]
+
+
+def main(argv=None):
+  p = step_parser(__doc__)
+  p.add_argument("--steps", type=int, default=2)
+  p.add_argument("--top", type=int, default=20, help="ops listed by name")
+  p.add_argument("--json", help="write the categories here")
+  args = p.parse_args(argv)
+  tf.config.threading.set_inter_op_parallelism_threads(1)
+  with tempfile.TemporaryDirectory() as work_dir:
+    xplane, step_s = profile_trainer(args, work_dir)
+    times = op_times(xplane)
+  total = sum(times.values()) / args.steps
+  print(f"{args.size} batch {args.batch} {args.precision}, one inter-op "
+        f"thread: {step_s * 1e3:.0f} ms/step unprofiled, "
+        f"{total / 1e3:.0f} ms/step of ops profiled")
+  table = {}
+  for category, us in categorise(times).most_common():
+    ms = us / args.steps / 1e3
+    table[category] = ms
+    print(f"  {category:<24} {ms:8.1f} ms/step {us / args.steps / total:6.1%}")
+  rows = collections.Counter()
+  for (name, op), us in times.items():
+    rows[f"{op}  {short(name)}"] += us / args.steps / 1e3
+  print(f"top {args.top} ops (summed over layers):")
+  for row, ms in rows.most_common(args.top):
+    print(f"  {ms:7.1f} ms  {row[:110]}")
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump(dict(step_ms=step_s * 1e3, profiled_ms=total / 1e3,
+                     categories_ms=table, setting=vars(args)), f, indent=1)
+
+
+if __name__ == "__main__":
+  main()
