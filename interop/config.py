@@ -6,6 +6,9 @@ import dataclasses
 import os
 
 from util import storage
+from util.config import check_choice
+from util.config import model_path
+from util.config import require_model_path
 from util.errors import UserError
 
 FORMATS = ("savedmodel", "keras", "hf")
@@ -25,16 +28,11 @@ class ExportConfig:
 
   @property
   def model_path(self):
-    from util.config import model_path
     return model_path(self)
 
   def validate(self):
-    if not self.model_path:
-      raise UserError("no model: pass --data-dir and --model-name (or "
-                      "--init-checkpoint)")
-    if self.format not in FORMATS:
-      raise UserError(f"format must be one of {', '.join(FORMATS)}, got "
-                      f"'{self.format}'")
+    require_model_path(self)
+    check_choice("format", self.format, FORMATS)
     if not self.output_dir:
       raise UserError("pass --output-dir (a new folder)")
     if storage.exists(self.output_dir) and (

@@ -6,6 +6,9 @@ import dataclasses
 import os
 
 from util import storage
+from util.config import check_choice
+from util.config import model_path
+from util.config import require_model_path
 from util.errors import UserError
 
 MODES = ("sentences", "blimp", "nbest")
@@ -49,7 +52,6 @@ class ScoringConfig:
 
   @property
   def model_path(self):
-    from util.config import model_path
     return model_path(self)
 
   @property
@@ -57,15 +59,11 @@ class ScoringConfig:
     return parse_lambdas(self.lambdas)
 
   def validate(self):
-    if not self.model_path:
-      raise UserError("no model: pass --data-dir and --model-name (or "
-                      "--init-checkpoint)")
-    if self.mode not in MODES:
-      raise UserError(f"mode must be one of {', '.join(MODES)}, got "
-                      f"'{self.mode}'")
-    if self.method and self.method not in METHODS:
-      raise UserError(f"method must be one of {', '.join(METHODS)} (or "
-                      f"empty for the objective's own), got '{self.method}'")
+    require_model_path(self)
+    check_choice("mode", self.mode, MODES)
+    if self.method:
+      check_choice("method", self.method, METHODS,
+                   note=" (or empty for the objective's own)")
     for name in ("batch_size", "top_k"):
       if getattr(self, name) <= 0:
         raise UserError(f"hparam '{name}' must be > 0, got "

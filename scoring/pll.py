@@ -30,6 +30,7 @@ from scipy.special import logsumexp
 from pretrain.objectives.electra import ElectraModel
 from scoring import estimators
 from scoring.config import METHODS
+from util.config import check_choice
 from util.errors import UserError
 
 DEFAULT_METHOD = {"electric": "electric", "script": "script", "mlm": "mlm",
@@ -58,9 +59,7 @@ def resolve_method(objective, method, model):
                       "main model; pass --method mlm to score with its "
                       "generator")
     method = DEFAULT_METHOD[objective]
-  if method not in METHODS:
-    raise UserError(f"method must be one of {', '.join(METHODS)}, got "
-                    f"'{method}'")
+  check_choice("method", method, METHODS)
   ok = {"electric": objective == "electric",
         "script": objective == "script",
         "electra": objective in ("electra", "electra_15"),
@@ -123,9 +122,7 @@ class Scorer:
     checkpoint prefix); kwargs as the constructor's."""
     from scoring.loading import load_run
     hparams, model, tokenizer = load_run(
-        path, vocab_file, data_dir,
-        need_generator=kwargs.get("method") in (None, "", "electra"),
-        method=kwargs.get("method") or "")
+        path, vocab_file, data_dir, method=kwargs.get("method") or "")
     return cls(model, hparams, tokenizer, **kwargs)
 
   # ---------------------------------------------------------------- API

@@ -172,3 +172,19 @@ def model_path(config):
   if config.data_dir and config.model_name:
     return os.path.join(config.data_dir, "models", config.model_name)
   return ""
+
+
+def require_model_path(config):
+  """model_path(config), or one clear error when neither is given."""
+  path = model_path(config)
+  if not path:
+    raise UserError("no model: pass --data-dir and --model-name (or "
+                    "--init-checkpoint)")
+  return path
+
+
+def check_choice(name, value, choices, note=""):
+  """One clear error unless `value` is one of `choices`."""
+  if value not in choices:
+    raise UserError(f"{name} must be one of {', '.join(choices)}{note}, got "
+                    f"'{value}'")
