@@ -111,9 +111,7 @@ def _tf1_source(prefix, shapes, reader):
 def _keras_source(path):
   from interop.keras_archive import load_keras  # pylint: disable=g-import-not-at-top
   from interop.weights import export_weights  # pylint: disable=g-import-not-at-top
-  if not storage.exists(path):
-    raise UserError(f"no .keras archive at {path}")
-  model = load_keras(path)
+  model = load_keras(path)  # one clear error when there is none
   fields = {DISCRIMINATOR: dataclasses.asdict(model.config)}
   named = {DISCRIMINATOR: export_weights(model, DISCRIMINATOR)}
   config = architecture_config(fields, False, "", True)

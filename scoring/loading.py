@@ -17,8 +17,7 @@ def _token_counts(hparams, need_table):
   return None
 
 
-def load_run(path, vocab_file="", data_dir="", need_generator=True,
-             method=""):
+def load_run(path, vocab_file="", data_dir="", method=""):
   """(hparams, model, tokenizer) of the pretraining run at `path` (a
   model_dir or a checkpoint prefix inside one, or a model in another
   format, which must hold the networks `method` asks)."""
@@ -33,7 +32,9 @@ def load_run(path, vocab_file="", data_dir="", need_generator=True,
   need = ("generator",)
   if hparams.objective != "mlm" and method in ("", "electra"):
     need += ("discriminator",)
+  # Only the objective's own estimator and appendix G sample from the
+  # generator (and so need a unigram generator's table).
   model = runs.restore_model(pretrained,
-                             _token_counts(hparams, need_generator),
+                             _token_counts(hparams, method in ("", "electra")),
                              tokenizer.special_ids.values(), need=need)
   return hparams, model, tokenizer
