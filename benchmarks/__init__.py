@@ -12,3 +12,12 @@ def step_parser(doc):
   p.add_argument("--vocab-size", type=int, default=30522)
   p.add_argument("--precision", default="bfloat16")
   return p
+
+
+def write_json(path, result):
+  """`--json PATH`: the benchmark's result as JSON (nothing when no path)."""
+  if path:
+    import json
+    with open(path, "w") as f:
+      json.dump(result, f, indent=2)
+    print(f"wrote {path}", flush=True)

@@ -15,7 +15,6 @@ the same process.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -24,6 +23,8 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
+
+from benchmarks import write_json  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -169,9 +170,7 @@ def main(argv=None):
               flush=True)
   result = {"device": device.device_kind, "peak_bf16_tflops": peak,
             "entries": entries}
-  if args.json:
-    with open(args.json, "w") as f:
-      json.dump(result, f, indent=2)
+  write_json(args.json, result)
   return result
 
 

@@ -32,6 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script: make the repo importable
   sys.path.insert(0, ROOT)
 
+from benchmarks import write_json  # noqa: E402
+
 import numpy as np  # noqa: E402
 from util.tf_quiet import import_tensorflow  # noqa: E402
 
@@ -390,10 +392,7 @@ def main(argv=None):
         "peak_bf16_tflops": peaks["bfloat16"],
         "peak_fp32_tflops": peaks["float32"],
         "entries": entries, "machine": machine}
-    if args.json:
-      with open(args.json, "w") as f:
-        json.dump(result, f, indent=2)
-      print(f"wrote {args.json}")
+    write_json(args.json, result)
     return result
   finally:
     import keras

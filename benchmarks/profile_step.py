@@ -25,6 +25,7 @@ if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
 from benchmarks import step_parser  # noqa: E402
+from benchmarks import write_json  # noqa: E402
 from util.tf_quiet import import_tensorflow  # noqa: E402
 
 tf = import_tensorflow()
@@ -138,10 +139,8 @@ def main(argv=None):
   print(f"top {args.top} ops (summed over layers):")
   for row, ms in rows.most_common(args.top):
     print(f"  {ms:7.1f} ms  {row[:110]}")
-  if args.json:
-    with open(args.json, "w") as f:
-      json.dump(dict(step_ms=step_s * 1e3, profiled_ms=total / 1e3,
-                     categories_ms=table, setting=vars(args)), f, indent=1)
+  write_json(args.json, dict(step_ms=step_s * 1e3, profiled_ms=total / 1e3,
+                             categories_ms=table, setting=vars(args)))
 
 
 if __name__ == "__main__":

@@ -15,13 +15,14 @@ untimed pass, which traces its tf.functions), best of --repeats.
 """
 
 import argparse
-import json
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script: make the repo importable
   sys.path.insert(0, ROOT)
+
+from benchmarks import write_json  # noqa: E402
 
 from util.tf_quiet import import_tensorflow  # noqa: E402
 
@@ -140,9 +141,7 @@ def main(argv=None):
     print(f"  {name}: {entries[-1]['sentences_per_s']:.1f} sentences/s",
           flush=True)
   print(format_table(entries), flush=True)
-  if args.json:
-    with open(args.json, "w") as f:
-      json.dump(entries, f, indent=2)
+  write_json(args.json, entries)
   return entries
 
 

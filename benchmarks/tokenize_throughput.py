@@ -27,6 +27,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
+
+from benchmarks import write_json  # noqa: E402
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 HF_SCRIPT = """
@@ -138,9 +140,7 @@ def main(argv=None):
   for name, rate in rows.items():
     print(f"{name:<45} {rate:12,.0f} tokens/s  {rate / hf_default:5.2f}x")
   result = {"tokens_per_s": rows, "lines": len(lines), "mb": mb}
-  if args.json:
-    with open(args.json, "w") as f:
-      json.dump(result, f, indent=2)
+  write_json(args.json, result)
   return result
 
 
