@@ -1,9 +1,18 @@
-"""The transformer core and its heads (Keras 3; keras.ops only)."""
+"""The transformer core and its heads (Keras 3; keras.ops only).
 
-from model.config import TransformerConfig  # noqa: F401
-from model.config import get_model_config  # noqa: F401
-from model.config import scale_config  # noqa: F401
-from model.encoder import Embeddings  # noqa: F401
-from model.encoder import Encoder  # noqa: F401
-from model.heads import DiscriminatorHead  # noqa: F401
-from model.heads import MaskedLMHead  # noqa: F401
+Names load on first use, so `model.config` (sizes and presets, pure Python)
+imports without Keras: config modules and util/flops.py read it.
+"""
+
+import importlib
+
+_HOMES = {"TransformerConfig": "config", "get_model_config": "config",
+          "scale_config": "config", "Embeddings": "encoder",
+          "Encoder": "encoder", "DiscriminatorHead": "heads",
+          "MaskedLMHead": "heads"}
+
+
+def __getattr__(name):
+  if name not in _HOMES:
+    raise AttributeError(f"module 'model' has no attribute '{name}'")
+  return getattr(importlib.import_module(f"model.{_HOMES[name]}"), name)

@@ -50,9 +50,8 @@ Pure Python: configs are read by attribute, so this imports no TF or Keras.
 
 import collections
 import copy
-import importlib.util
-import os
-import sys
+
+from model import config as model_config
 
 PAPER_TRAIN_FACTOR = 2  # forward + backward, backward = forward (appendix E)
 MATMUL_TRAIN_FACTOR = 3  # forward + 2 backward matmuls per forward matmul
@@ -328,30 +327,11 @@ def _step_flops(run, price, factor, stage):
 
 
 # ----------------------------------------------------------------- helpers
-_CONFIG_MODULE = None
-
-
-def _config_module():
-  """model/config.py, loaded without model/__init__.py (which imports Keras)."""
-  global _CONFIG_MODULE
-  if _CONFIG_MODULE is None:
-    _CONFIG_MODULE = sys.modules.get("model.config")
-  if _CONFIG_MODULE is None:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    spec = importlib.util.spec_from_file_location(
-        "_flops_model_config", os.path.join(root, "model", "config.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    _CONFIG_MODULE = module
-  return _CONFIG_MODULE
-
-
 def configs_for(model_size, vocab_size=PAPER_VOCAB_SIZE, generator_size=None,
                 overrides=None):
   """(discriminator, generator) TransformerConfigs of a preset; the
   generator multiplier defaults to the preset's (Table 5.1)."""
-  m = _config_module()
+  m = model_config
   disc = m.get_model_config(model_size, vocab_size,
                             _shape_overrides(overrides))
   if generator_size is None:
@@ -380,7 +360,7 @@ def _describe(hparams_or_configs, seq_len=None, batch_size=None):
     raise ValueError("the PretrainingConfig needs vocab_size set")
   hp = copy.deepcopy(raw)  # resolve() fills the derived defaults (objective
   hp.resolve()  # switches, Electric's two towers, ...); raw stays as it was
-  m = _config_module()
+  m = model_config
   disc = m.get_model_config(hp.model_size, hp.vocab_size,
                             _shape_overrides(hp.model_hparam_overrides))
   gen = None  # a uniform or unigram generator is no network

@@ -1,6 +1,8 @@
 """All file I/O goes through here so `gs://` paths work like local ones.
 
-Uses `tf.io.gfile` when TensorFlow is importable, else the local filesystem
+Uses `tf.io.gfile` for remote paths (`gs://`, ...) when TensorFlow is
+importable, and the local filesystem directly for local paths: that is the
+same thing, and checking a local path never waits for TensorFlow to import
 (the GPU machines carry JAX but no TensorFlow).
 """
 
@@ -9,9 +11,14 @@ import glob as _glob
 import os
 import shutil
 
+def _gfile(path):
+  """tf.io.gfile for a remote path (imported on first use), else None."""
+  return _tf_gfile() if "://" in str(path) else None
+
+
 @functools.cache
-def _gfile():
-  """tf.io.gfile, imported on first use (quietly), or None without TF."""
+def _tf_gfile():
+  """tf.io.gfile, imported quietly, or None without TF."""
   try:
     from util.tf_quiet import import_tensorflow
     return import_tensorflow().io.gfile
@@ -20,17 +27,17 @@ def _gfile():
 
 
 def exists(path):
-  gfile = _gfile()
+  gfile = _gfile(path)
   return gfile.exists(path) if gfile else os.path.exists(path)
 
 
 def isdir(path):
-  gfile = _gfile()
+  gfile = _gfile(path)
   return gfile.isdir(path) if gfile else os.path.isdir(path)
 
 
 def makedirs(path):
-  gfile = _gfile()
+  gfile = _gfile(path)
   if gfile:
     gfile.makedirs(path)
   else:
@@ -38,18 +45,20 @@ def makedirs(path):
 
 
 def listdir(path):
-  gfile = _gfile()
+  gfile = _gfile(path)
   return sorted(gfile.listdir(path) if gfile else os.listdir(path))
 
 
 def glob(pattern):
-  gfile = _gfile()
+  gfile = _gfile(pattern)
   return sorted(gfile.glob(pattern) if gfile else _glob.glob(pattern))
 
 
 def open_file(path, mode="r"):
-  gfile = _gfile()
-  return gfile.GFile(path, mode) if gfile else open(path, mode)
+  gfile = _gfile(path)
+  if gfile:
+    return gfile.GFile(path, mode)
+  return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
 
 def read_text(path):
@@ -66,7 +75,7 @@ def write_text_atomic(path, text):
 
 
 def rename(src, dst, overwrite=False):
-  gfile = _gfile()
+  gfile = _gfile(src)
   if gfile:
     gfile.rename(src, dst, overwrite=overwrite)
   else:
@@ -76,7 +85,7 @@ def rename(src, dst, overwrite=False):
 
 
 def remove(path):
-  gfile = _gfile()
+  gfile = _gfile(path)
   if gfile:
     gfile.remove(path)
   else:
@@ -84,7 +93,7 @@ def remove(path):
 
 
 def rmtree(path):
-  gfile = _gfile()
+  gfile = _gfile(path)
   if gfile:
     gfile.rmtree(path)
   else:
@@ -92,7 +101,7 @@ def rmtree(path):
 
 
 def size(path):
-  gfile = _gfile()
+  gfile = _gfile(path)
   return gfile.stat(path).length if gfile else os.path.getsize(path)
 
 
