@@ -9,6 +9,7 @@ import dataclasses
 import os
 from typing import Optional
 
+from model.config import GENERATOR_MULTIPLIER
 from util.errors import UserError
 
 # Each objective and the paper section it implements: see the table in
@@ -35,6 +36,7 @@ class PretrainingConfig:
   vocab_file: str = ""
   model_dir: str = ""
   init_checkpoint: str = ""  # a checkpoint to start from (weights only)
+  eval_checkpoint: str = ""  # do_eval: this checkpoint, not model_dir's latest
 
   # What to run.
   do_train: bool = True
@@ -75,7 +77,9 @@ class PretrainingConfig:
   embedding_size: Optional[int] = None
   vocab_size: Optional[int] = None  # default: from the dataset's metadata
   do_lower_case: bool = True
-  generator_hidden_size: float = 0.25  # multipliers of the discriminator's
+  # Multipliers of the discriminator's sizes; the hidden one defaults to
+  # Table 5.1's generator size for model_size (1/4 small/large, 1/3 base).
+  generator_hidden_size: Optional[float] = None
   generator_ffn_size: Optional[float] = None  # default: = hidden multiplier
   generator_heads: Optional[float] = None  # default: = hidden multiplier
   generator_layers: float = 1.0
@@ -130,6 +134,9 @@ class PretrainingConfig:
       self.objective = "electric"
     if self.objective == "electric":  # q must be a two-tower cloze model
       self.two_tower_generator = True
+    if self.generator_hidden_size is None:
+      self.generator_hidden_size = GENERATOR_MULTIPLIER.get(self.model_size,
+                                                            0.25)
     if not self.weight_sharing:
       self.weight_sharing = (
           "all" if not self.untied_generator else

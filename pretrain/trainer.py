@@ -410,7 +410,9 @@ class Trainer:
     """The objective's eval metrics over num_eval_steps batches."""
     c = self.config
     checkpoint = self._checkpoint()  # the optimizer holds the step count
-    latest = tf.train.latest_checkpoint(c.model_dir)
+    latest = c.eval_checkpoint or tf.train.latest_checkpoint(c.model_dir)
+    if c.eval_checkpoint and not tf.io.gfile.exists(latest + ".index"):
+      raise UserError(f"eval_checkpoint not found: {latest}")
     if latest:
       checkpointing.read_checkpoint(checkpoint, latest)
     elif c.init_checkpoint:
@@ -438,7 +440,7 @@ class Trainer:
     arrays = {k: np.concatenate(v) for k, v in arrays.items()}
     results = self.model.eval_metrics(arrays)
     results["global_step"] = int(self.optimizer.iterations.numpy())
-    if self.is_chief:
+    if self.is_chief and not c.eval_checkpoint:  # the latest model's
       storage.write_text_atomic(
           os.path.join(c.model_dir, "eval_results.json"),
           json.dumps(results, indent=2, sort_keys=True))
