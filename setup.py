@@ -12,11 +12,11 @@ setuptools.setup(
                                                "pretrain.*", "finetune",
                                                "finetune.*", "scoring",
                                                "scoring.*", "interop",
-                                               "interop.*", "util",
-                                               "util.*"]),
+                                               "interop.*", "comparison",
+                                               "util", "util.*"]),
     py_modules=["build_pretraining_dataset", "configure_pretraining",
                 "run_pretraining", "configure_finetuning", "run_finetuning",
-                "run_scoring", "export_model"],
+                "run_scoring", "export_model", "run_comparison"],
     install_requires=[
         # tensorflow-text must match TensorFlow's minor version.
         "tensorflow>=2.21,<2.22",
@@ -28,6 +28,7 @@ setuptools.setup(
         "scipy>=1.11",
         "scikit-learn>=1.4",
         "safetensors>=0.4",  # transformers' weight files, read as NumPy
+        "matplotlib>=3.7",  # run_comparison.py's plots
     ],
     extras_require={
         "scoring": ["jiwer>=3"],  # n-best rescoring WER

@@ -1,0 +1,122 @@
+"""Config for run_comparison.py: one dataclass, overridable by JSON hparams
+and `--field-name` flags. TF-free, so bad flags fail in under a second."""
+
+import dataclasses
+import os
+
+from configure_finetuning import FinetuningConfig
+from configure_pretraining import PretrainingConfig
+from scoring.config import ScoringConfig
+from util import storage
+from util.config import apply_overrides
+from util.errors import UserError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# GLUE tasks whose train and dev sets are public (MNLI/QQP/QNLI train are
+# large downloads); the papers' GLUE score averages all eight.
+DEFAULT_TASKS = "cola,sst,mrpc,sts,rte"
+TASK_ALIASES = {"sst-2": "sst", "sst2": "sst", "sts-b": "sts", "stsb": "sts"}
+
+
+@dataclasses.dataclass
+class ComparisonConfig:
+  """Objectives pretrained for the same FLOPs, then fine-tuned and scored."""
+  output_dir: str = ""  # everything: data/, models/, results.json, plots
+  # Pretraining data: TFRecords in DATA/pretrain_tfrecords are reused; else
+  # built from corpus_dir (default: the embedded sample) with vocab_file.
+  corpus_dir: str = ""
+  vocab_file: str = ""
+  pretrain_data_dir: str = ""  # default OUTPUT_DIR/data
+  num_processes: int = 2  # dataset building
+  max_seq_length: int = 128
+
+  # What to compare: objective names or presets (mlm, electra, electric,
+  # script, electra_15, replace_mlm, all_tokens_mlm, ale, ...).
+  objectives: str = "mlm,electra,electric,script"
+  model_size: str = "tiny"
+  pretrain_hparams: dict = dataclasses.field(default_factory=dict)  # all runs
+  budget_flops: float = 0.0  # train FLOPs of each run; 0 = ELECTRA preset's
+  num_checkpoints: int = 4  # evaluated and fine-tuned at budget x k/N
+  warmup_fraction: float = 0.1  # warmup cap, share of each run's steps
+
+  # Fine-tuning: GLUE tasks from glue_dir (CoLA/, SST-2/, ... folders).
+  glue_dir: str = ""
+  tasks: str = DEFAULT_TASKS
+  seeds: int = 3  # fine-tuning seeds per task (the median is reported)
+  finetune_checkpoints: str = "all"  # all | final
+  finetune_hparams: dict = dataclasses.field(default_factory=dict)
+
+  # BLiMP accuracy of each final model (run_scoring.py --mode blimp).
+  blimp_dir: str = ""  # "" = no BLiMP column
+  blimp_limit: int = 100  # pairs per paradigm; 0 = all
+  scoring_hparams: dict = dataclasses.field(default_factory=dict)
+
+  dry_run: bool = False  # print the plan (steps, FLOPs per run) and stop
+
+  @property
+  def objective_names(self):
+    return [o.strip() for o in self.objectives.split(",") if o.strip()]
+
+  @property
+  def task_names(self):
+    names = [t.strip().lower() for t in self.tasks.split(",") if t.strip()]
+    return [TASK_ALIASES.get(t, t) for t in names]
+
+  @property
+  def data_dir(self):
+    return self.pretrain_data_dir or os.path.join(self.output_dir, "data")
+
+  def validate(self):
+    if not self.output_dir:
+      raise UserError("--output-dir is required")
+    if not self.objective_names:
+      raise UserError("no objectives: --objectives mlm,electra,...")
+    if len(set(self.objective_names)) != len(self.objective_names):
+      raise UserError(f"an objective is named twice in '{self.objectives}'")
+    for name in ("num_checkpoints", "seeds", "num_processes",
+                 "max_seq_length"):
+      if getattr(self, name) < 1:
+        raise UserError(f"{name} must be >= 1, got {getattr(self, name)}")
+    if self.budget_flops < 0:
+      raise UserError(f"budget_flops must be >= 0, got {self.budget_flops}")
+    if not 0 < self.warmup_fraction < 1:
+      raise UserError("warmup_fraction must be in (0, 1)")
+    if self.finetune_checkpoints not in ("all", "final"):
+      raise UserError("finetune_checkpoints must be all or final, got "
+                      f"'{self.finetune_checkpoints}'")
+    if self.blimp_limit < 0:
+      raise UserError("blimp_limit must be >= 0")
+    # Unknown or ill-typed keys fail here, not hours later in a job.
+    for flag, cls, values in (
+        ("--pretrain-hparams", PretrainingConfig, self.pretrain_hparams),
+        ("--finetune-hparams", FinetuningConfig, self.finetune_hparams),
+        ("--scoring-hparams", ScoringConfig, self.scoring_hparams)):
+      apply_overrides(cls(), values, flag)
+    self.corpus_dir = self.corpus_dir or os.path.join(ROOT, "sample_data",
+                                                      "corpus")
+    self.vocab_file = self.vocab_file or os.path.join(ROOT, "sample_data",
+                                                      "vocab_8k.txt")
+    have_data = storage.exists(os.path.join(self.data_dir,
+                                            "pretrain_tfrecords",
+                                            "metadata.json"))
+    if not have_data:
+      for name in ("corpus_dir", "vocab_file"):
+        if not storage.exists(getattr(self, name)):
+          raise UserError(f"{name} not found: {getattr(self, name)}")
+    if self.task_names:
+      if not self.glue_dir:
+        raise UserError("fine-tuning needs --glue-dir (a folder with the "
+                        "tasks' CoLA/, SST-2/, ... folders), or --tasks ''")
+      if not storage.isdir(self.glue_dir):
+        raise UserError(f"glue_dir not found: {self.glue_dir}")
+    if self.blimp_dir and not storage.isdir(self.blimp_dir):
+      raise UserError(f"blimp_dir not found: {self.blimp_dir}")
+
+
+def load_config(argv=None):
+  from util.config import parse_config
+  config, _ = parse_config(
+      ComparisonConfig, argv,
+      description="Pretrain objectives for equal FLOPs, fine-tune and "
+      "score each, and report a table and plots.")
+  return config

@@ -1,0 +1,177 @@
+"""The comparison as a list of jobs, each one of the project's own scripts.
+
+A job's result is written to OUTPUT_DIR/jobs/<key>.json only when it ends
+well, so a rerun of the same command skips what is finished; pretraining
+resumes from its last checkpoint by itself. Progress lines carry an ETA from
+the seconds per unit (FLOPs for pretraining, one run for the rest) of the
+jobs of the same group finished so far.
+"""
+
+import dataclasses
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+from comparison.config import ROOT
+from util import storage
+from util.errors import UserError
+
+FINAL = "final"
+
+
+@dataclasses.dataclass
+class Job:
+  key: str  # unique and file-safe; names the result and log files
+  group: str  # jobs of one group cost alike per unit (for the ETA)
+  units: float  # cost units: FLOPs for pretraining, 1 otherwise
+  argv: list  # script and flags, run with this Python in the repo root
+  parse: object  # (job, stdout text) -> the result dict
+  echo: bool = False  # show the job's own log lines (pretraining)
+  info: dict = dataclasses.field(default_factory=dict)
+
+
+class JobRunner:
+  """Runs jobs in order, skipping finished ones, with progress and ETA."""
+
+  def __init__(self, output_dir):
+    self.state_dir = os.path.join(output_dir, "jobs")
+    self.log_dir = os.path.join(output_dir, "logs")
+    storage.makedirs(self.state_dir)
+    storage.makedirs(self.log_dir)
+
+  def _state_path(self, key):
+    return os.path.join(self.state_dir, key + ".json")
+
+  def result(self, key):
+    """A finished job's result (None when it has not finished)."""
+    path = self._state_path(key)
+    if not storage.exists(path):
+      return None
+    return json.loads(storage.read_text(path))["result"]
+
+  def _finished(self):
+    out = []
+    for path in glob.glob(os.path.join(self.state_dir, "*.json")):
+      with open(path) as f:
+        out.append(json.load(f))
+    return out
+
+  def eta(self, remaining):
+    """Seconds left for `remaining` jobs, and how many groups are untimed."""
+    rate = {}
+    for state in self._finished():
+      s, u = rate.get(state["group"], (0.0, 0.0))
+      rate[state["group"]] = (s + state["seconds"], u + state["units"])
+    seconds, untimed = 0.0, set()
+    for job in remaining:
+      if job.group in rate and rate[job.group][1] > 0:
+        seconds += job.units * rate[job.group][0] / rate[job.group][1]
+      else:
+        untimed.add(job.group)
+    return seconds, untimed
+
+  def run(self, jobs, after_each=None):
+    todo = [j for j in jobs if self.result(j.key) is None]
+    print(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already done",
+          flush=True)
+    start = time.time()
+    for i, job in enumerate(todo):
+      seconds, untimed = self.eta(todo[i:])
+      eta = format_seconds(seconds) if seconds else "?"
+      if untimed:  # no job of these groups has finished yet
+        eta += f" + untimed {', '.join(sorted(untimed))}"
+      print(f"[{len(jobs) - len(todo) + i + 1}/{len(jobs)}] {job.key} | "
+            f"elapsed {format_seconds(time.time() - start)} | ETA {eta}",
+            flush=True)
+      began = time.time()
+      stdout = self._execute(job)
+      result = job.parse(job, stdout)
+      storage.write_text_atomic(self._state_path(job.key), json.dumps(
+          {"result": result, "seconds": time.time() - began,
+           "units": job.units, "group": job.group, "info": job.info},
+          indent=2))
+      if after_each:
+        after_each()
+    print(f"all {len(jobs)} jobs done", flush=True)
+
+  def _execute(self, job):
+    log_path = os.path.join(self.log_dir, job.key + ".log")
+    command = [sys.executable] + job.argv
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    lines = []
+    with open(log_path, "a") as log:
+      log.write(f"$ {' '.join(command)}\n")
+      proc = subprocess.Popen(command, cwd=ROOT, env=env, text=True,
+                              stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+      try:
+        for line in proc.stdout:
+          log.write(line)
+          lines.append(line)
+          if job.echo and not line.startswith(("I0000", "W0000")):
+            print("    " + line.rstrip(), flush=True)
+        rc = proc.wait()
+      except BaseException:
+        proc.terminate()  # a killed harness leaves no orphan behind
+        proc.wait()
+        raise
+    if rc != 0:
+      errors = [l.strip() for l in lines if l.startswith("error:")]
+      last = errors[-1] if errors else (lines[-1].strip() if lines else "")
+      raise UserError(f"{job.key} failed (exit {rc}): {last} (log: "
+                      f"{log_path}); rerun the same command to continue")
+    return "".join(lines)
+
+
+def last_json_line(job, stdout):
+  """The JSON object a script prints last (run_pretraining's eval)."""
+  for line in reversed(stdout.splitlines()):
+    line = line.strip()
+    if line.startswith("{"):
+      return json.loads(line)
+  raise UserError(f"{job.key}: no JSON results in its output")
+
+
+def finetune_result(job, stdout):
+  """The one trial's metrics from run_finetuning's results file."""
+  del stdout
+  paths = sorted(glob.glob(os.path.join(job.info["output_dir"],
+                                        "results_*.json")))
+  if not paths:
+    raise UserError(f"{job.key}: run_finetuning wrote no results file")
+  with open(paths[-1]) as f:
+    summary = json.load(f)["summary"]
+  task = job.info["task"]
+  return {k: v["median"] for k, v in summary[task].items()}
+
+
+def blimp_result(job, stdout):
+  del stdout
+  with open(job.info["results_file"]) as f:
+    results = json.load(f)
+  return {"overall": results["overall"], "pairs": results["pairs"],
+          "by_phenomenon": {k: v["accuracy"] for k, v in
+                            results["by_phenomenon"].items()}}
+
+
+def data_result(job, stdout):
+  del stdout
+  with open(job.info["metadata"]) as f:
+    meta = json.load(f)
+  return {k: meta.get(k) for k in ("vocab_size", "max_seq_length",
+                                   "num_examples", "num_tokens")}
+
+
+def pretrain_result(job, stdout):
+  del stdout
+  return {"steps": job.info["steps"], "flops": job.units}
+
+
+def format_seconds(seconds):
+  seconds = int(seconds)
+  if seconds >= 3600:
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+  return f"{seconds // 60}m{seconds % 60:02d}s"

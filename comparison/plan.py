@@ -1,0 +1,112 @@
+"""Each objective's pretraining run, with its steps set by the FLOPs budget.
+
+ELECTRA section 3.5 and the Lite-ELECTRA report compare objectives "for the
+same amount of training FLOPs": every run here spends `budget_flops` (the
+ELECTRA appendix E convention of util/flops.py), so an objective with a
+costlier step (ELECTRA's generator, SCRIPT's second pass) gets fewer steps.
+Pure Python (no TensorFlow), so a plan prints in a second.
+"""
+
+import dataclasses
+import json
+import os
+
+from comparison.config import ROOT
+from configure_pretraining import OBJECTIVES
+from configure_pretraining import PretrainingConfig
+from util import flops
+from util.config import apply_overrides
+from util.errors import UserError
+
+# Names that are a preset of their own; the rest of OBJECTIVES run on the
+# ELECTRA preset of the size with `objective` switched (section 3.5's
+# ablations share ELECTRA's hyperparameters).
+OWN_PRESETS = ("mlm", "electra", "electric", "script", "ale")
+ALIASES = {"bert": "mlm"}
+
+
+@dataclasses.dataclass
+class Run:
+  name: str  # as the user wrote it (the model directory's name)
+  hparams: dict  # PretrainingConfig fields, written to the run's JSON
+  steps: int
+  flops: float  # the whole run, paper convention
+  flops_per_step: float
+  checkpoint_steps: list  # steps whose checkpoints are evaluated
+
+  def checkpoint_flops(self, step):
+    return self.flops_per_step * step
+
+
+def preset(name, size):
+  """The JSON hparams of `name` at `size` (configs/<objective>_<size>.json)."""
+  objective = ALIASES.get(name, name)
+  base = objective if objective in OWN_PRESETS else "electra"
+  if base == objective or objective in OBJECTIVES:
+    path = os.path.join(ROOT, "configs", f"{base}_{size}.json")
+  else:
+    raise UserError(f"unknown objective '{name}' (choose from "
+                    f"{', '.join(OBJECTIVES + ('ale', 'bert'))})")
+  if not os.path.exists(path):
+    raise UserError(f"no preset for {name} at model_size {size}: "
+                    f"{os.path.relpath(path, ROOT)} does not exist")
+  with open(path) as f:
+    values = json.load(f)
+  if base != objective:
+    values["objective"] = objective
+  return values
+
+
+def _config(values, vocab_size, max_seq_length):
+  config = apply_overrides(PretrainingConfig(), values, "comparison hparams")
+  config.vocab_size = vocab_size
+  config.max_seq_length = max_seq_length
+  return config
+
+
+def default_budget(config, vocab_size):
+  """The ELECTRA preset's whole run at this size (with the user's hparams)."""
+  values = dict(preset("electra", config.model_size), **config.pretrain_hparams)
+  return flops.total_train_flops(_config(values, vocab_size,
+                                         config.max_seq_length))
+
+
+def plan_runs(config, vocab_size, vocab_file=""):
+  """One Run per objective, each spending config.budget_flops."""
+  budget = config.budget_flops or default_budget(config, vocab_size)
+  runs = []
+  for name in config.objective_names:
+    values = dict(preset(name, config.model_size), **config.pretrain_hparams)
+    values["max_seq_length"] = config.max_seq_length
+    if vocab_file:
+      values["vocab_file"] = vocab_file
+    if values.get("training_algorithm") == "two_stage":
+      raise UserError(f"{name}: two_stage runs split their steps in two; "
+                      "compare them with run_pretraining.py directly")
+    per_step = flops.train_flops_per_step(
+        _config(values, vocab_size, config.max_seq_length))
+    n = config.num_checkpoints
+    every = max(1, round(budget / per_step / n))
+    steps = every * n  # checkpoints at exactly k/N of the run
+    warmup = values.get("num_warmup_steps", 10000)
+    if "num_warmup_steps" not in config.pretrain_hparams:
+      warmup = min(warmup, round(config.warmup_fraction * steps))
+    values.update(
+        num_train_steps=steps, num_warmup_steps=warmup,
+        save_checkpoints_steps=every, keep_checkpoint_max=n + 1,
+        iterations_per_loop=min(values.get("iterations_per_loop", 200),
+                                every))
+    runs.append(Run(name=name, hparams=values, steps=steps,
+                    flops=per_step * steps, flops_per_step=per_step,
+                    checkpoint_steps=[every * (k + 1) for k in range(n)]))
+  return budget, runs
+
+
+def format_plan(budget, runs):
+  lines = [f"budget {budget:.3g} train FLOPs per run (ELECTRA appendix E)"]
+  for r in runs:
+    lines.append(
+        f"  {r.name:<16} {r.steps:>7} steps x {r.flops_per_step:.3g} = "
+        f"{r.flops:.3g} FLOPs ({r.flops / budget - 1:+.1%}), checkpoints "
+        f"at {', '.join(map(str, r.checkpoint_steps))}")
+  return "\n".join(lines)

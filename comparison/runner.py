@@ -1,0 +1,159 @@
+"""The comparison's jobs in order, and the plan kept beside its results.
+
+Order: build the data (or reuse it), pretrain every objective, evaluate
+every kept checkpoint, fine-tune the final models (the headline table),
+score BLiMP, then fine-tune the intermediate checkpoints (the curves). The
+report is rewritten after each job, so partial results are readable early.
+"""
+
+import json
+import os
+
+from comparison import jobs as J
+from comparison import plan as P
+from comparison import report
+from util import storage
+from util.errors import UserError
+
+PLAN_FILE = "plan.json"
+
+
+def data_job(config):
+  out = os.path.join(config.data_dir, "pretrain_tfrecords")
+  return J.Job(
+      key="data", group="data", units=1,
+      argv=["build_pretraining_dataset.py", "--corpus-dir", config.corpus_dir,
+            "--vocab-file", config.vocab_file, "--output-dir", out,
+            "--max-seq-length", str(config.max_seq_length),
+            "--num-processes", str(config.num_processes)],
+      parse=J.data_result, info={"metadata": os.path.join(out,
+                                                          "metadata.json")})
+
+
+def _model_dir(config, run):
+  return os.path.join(config.output_dir, "models", run.name)
+
+
+def _checkpoint(config, run, step):
+  return os.path.join(_model_dir(config, run), f"ckpt-{step}")
+
+
+def _pretrain_argv(config, run):
+  hparams = os.path.join(config.output_dir, "plan", run.name + ".json")
+  return ["run_pretraining.py", "--data-dir", config.data_dir,
+          "--model-dir", _model_dir(config, run), "--hparams", hparams]
+
+
+def build_jobs(config, runs):
+  """Every job after the data, in the order they run."""
+  pretrain, evals, final_ft, blimp, curve_ft = [], [], [], [], []
+  for run in runs:
+    pretrain.append(J.Job(
+        key=f"pretrain-{run.name}", group="pretrain", units=run.flops,
+        argv=_pretrain_argv(config, run), parse=J.pretrain_result, echo=True,
+        info={"steps": run.steps}))
+    for step in run.checkpoint_steps:
+      evals.append(J.Job(
+          key=f"eval-{run.name}-{step}", group="eval", units=1,
+          argv=_pretrain_argv(config, run) + [
+              "--no-do-train", "--do-eval",
+              "--eval-checkpoint", _checkpoint(config, run, step)],
+          parse=J.last_json_line, info={"run": run.name, "step": step}))
+    steps = run.checkpoint_steps
+    if config.finetune_checkpoints == "final":
+      steps = steps[-1:]
+    for step in steps:
+      for task in config.task_names:
+        for seed in range(1, config.seeds + 1):
+          out = os.path.join(config.output_dir, "finetune", run.name,
+                             f"ckpt-{step}", task, f"seed-{seed}")
+          argv = ["run_finetuning.py", "--init-checkpoint",
+                  _checkpoint(config, run, step), "--task-names", task,
+                  "--raw-data-dir", config.glue_dir, "--output-dir", out,
+                  "--seed", str(seed), "--num-trials", "1"]
+          if config.finetune_hparams:
+            argv += ["--hparams", json.dumps(config.finetune_hparams)]
+          job = J.Job(key=f"finetune-{run.name}-{step}-{task}-{seed}",
+                      group=f"finetune-{task}", units=1, argv=argv,
+                      parse=J.finetune_result,
+                      info={"run": run.name, "step": step, "task": task,
+                            "seed": seed, "output_dir": out})
+          (final_ft if step == run.steps else curve_ft).append(job)
+    if config.blimp_dir:
+      results = os.path.join(config.output_dir, "blimp", run.name + ".json")
+      argv = ["run_scoring.py", "--mode", "blimp", "--init-checkpoint",
+              _checkpoint(config, run, run.steps), "--blimp-dir",
+              config.blimp_dir, "--blimp-limit", str(config.blimp_limit),
+              "--results-file", results]
+      if config.scoring_hparams:
+        argv += ["--hparams", json.dumps(config.scoring_hparams)]
+      blimp.append(J.Job(key=f"blimp-{run.name}", group="blimp", units=1,
+                         argv=argv, parse=J.blimp_result,
+                         info={"run": run.name, "results_file": results}))
+  # Across objectives within each task, so the table fills evenly.
+  final_ft.sort(key=lambda j: (j.info["task"], j.info["seed"]))
+  curve_ft.sort(key=lambda j: (j.info["step"], j.info["task"],
+                               j.info["seed"]))
+  return pretrain + evals + final_ft + blimp + curve_ft
+
+
+def check_plan(config, budget, runs):
+  """Writes plan.json and each run's hparams; a rerun must plan the same
+  runs (a changed budget or hparam would mix two experiments in one dir)."""
+  path = os.path.join(config.output_dir, PLAN_FILE)
+  old = json.loads(storage.read_text(path)) if storage.exists(path) else None
+  new = {"budget_flops": budget, "model_size": config.model_size,
+         "max_seq_length": config.max_seq_length,
+         "runs": {r.name: r.hparams for r in runs}}
+  if old:
+    for key in ("budget_flops", "model_size", "max_seq_length"):
+      if old[key] != new[key]:
+        raise UserError(f"{config.output_dir} holds a comparison with {key}="
+                        f"{old[key]!r}, not {new[key]!r}; use another "
+                        "--output-dir or the same settings")
+    for name, hparams in new["runs"].items():
+      before = old["runs"].get(name)
+      if before is not None and before != hparams:
+        diff = sorted(k for k in set(before) | set(hparams)
+                      if before.get(k) != hparams.get(k))
+        raise UserError(f"{config.output_dir} holds run {name} planned with "
+                        f"other hparams ({', '.join(diff)}); use another "
+                        "--output-dir or the same settings")
+    new["runs"] = dict(old["runs"], **new["runs"])
+  storage.makedirs(os.path.join(config.output_dir, "plan"))
+  for run in runs:
+    storage.write_text_atomic(
+        os.path.join(config.output_dir, "plan", run.name + ".json"),
+        json.dumps(run.hparams, indent=2, sort_keys=True))
+  storage.write_text_atomic(path, json.dumps(new, indent=2, sort_keys=True))
+
+
+def run(config, command=""):
+  storage.makedirs(config.output_dir)
+  runner = J.JobRunner(config.output_dir)
+  metadata = os.path.join(config.data_dir, "pretrain_tfrecords",
+                          "metadata.json")
+  if not storage.exists(metadata):
+    runner.run([data_job(config)])
+  meta = json.loads(storage.read_text(metadata))
+  if meta["max_seq_length"] != config.max_seq_length:
+    raise UserError(f"the data in {config.data_dir} has max_seq_length "
+                    f"{meta['max_seq_length']}, not {config.max_seq_length}")
+  # The builder keeps a copy of the vocabulary beside the data; each run
+  # records it, so fine-tuning and scoring tokenize as pretraining did.
+  vocab = os.path.join(os.path.dirname(metadata),
+                       meta.get("vocab_file", "vocab.txt"))
+  budget, runs = P.plan_runs(config, meta["vocab_size"], vocab)
+  print(P.format_plan(budget, runs), flush=True)
+  if config.dry_run:
+    return None
+  check_plan(config, budget, runs)
+  storage.makedirs(os.path.join(config.output_dir, "blimp"))
+  jobs = build_jobs(config, runs)
+
+  def write_report():
+    report.write(config, budget, runs, runner, command)
+
+  runner.run(jobs, after_each=write_report)
+  write_report()
+  return report.collect(config, budget, runs, runner)

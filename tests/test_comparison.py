@@ -1,0 +1,147 @@
+"""run_comparison.py: objectives planned for equal FLOPs, and the harness end
+to end at a toy budget (two objectives, one task, one seed) on the embedded
+sample corpus and the real RTE and BLiMP files."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from comparison import plan as P
+from comparison.config import ComparisonConfig
+from configure_pretraining import OBJECTIVES
+from configure_pretraining import PretrainingConfig
+from tests.shared_data import SHARED
+from tests.test_pretraining_e2e import ROOT
+from util import flops
+from util.config import apply_overrides
+from util.errors import UserError
+
+TOY = ["--objectives", "mlm,electra", "--budget-flops", "2e12",
+       "--num-checkpoints", "2", "--finetune-checkpoints", "final",
+       "--tasks", "rte", "--seeds", "1",
+       "--glue-dir", os.path.join(SHARED, "glue"),
+       "--blimp-dir", os.path.join(SHARED, "blimp"), "--blimp-limit", "1",
+       "--finetune-hparams", json.dumps({
+           "train_examples_limit": 64, "eval_examples_limit": 64,
+           "max_seq_length": 64, "num_train_epochs": 1.0,
+           "train_batch_size": 16}),
+       "--scoring-hparams", json.dumps({"top_k": 4}),
+       "--pretrain-hparams", json.dumps({"num_eval_steps": 2})]
+
+
+def run_cli(*args):
+  return subprocess.run(
+      [sys.executable, os.path.join(ROOT, "run_comparison.py"), *args],
+      capture_output=True, text=True, timeout=900, cwd=ROOT,
+      env=dict(os.environ, PYTHONPATH=ROOT))
+
+
+def config(**kw):
+  return ComparisonConfig(output_dir="/tmp/unused", **kw)
+
+
+@pytest.mark.parametrize("budget", [3e12, 4e13, 1e15])
+def test_every_objective_spends_the_budget(budget):
+  names = ",".join(OBJECTIVES)
+  # Small steps cost ~30x tiny ones: the same number of steps or so.
+  for size, names, scale in (("tiny", names, 1), ("small", names + ",ale",
+                                                  30)):
+    c = config(objectives=names, model_size=size, budget_flops=budget * scale)
+    budget_here = budget * scale
+    _, runs = P.plan_runs(c, vocab_size=8000)
+    for run in runs:
+      hp = apply_overrides(PretrainingConfig(), run.hparams)
+      hp.vocab_size = 8000
+      # The FLOPs come from util/flops.py for the run as it will train.
+      assert flops.total_train_flops(hp) == pytest.approx(run.flops)
+      assert run.flops == pytest.approx(budget_here, rel=0.05), run.name
+      assert run.checkpoint_steps[-1] == run.steps == hp.num_train_steps
+      assert hp.save_checkpoints_steps * c.num_checkpoints == run.steps
+      assert hp.keep_checkpoint_max > c.num_checkpoints
+  # A costlier step buys fewer steps: BERT's is the cheapest.
+  c = config(objectives="mlm,electra,script", budget_flops=1e14)
+  steps = {r.name: r.steps for r in P.plan_runs(c, 8000)[1]}
+  assert steps["mlm"] > steps["electra"] > steps["script"]
+
+
+def test_ablations_share_electras_preset_and_aliases_resolve():
+  values = P.preset("replace_mlm", "small")
+  assert values["objective"] == "replace_mlm"
+  assert values["learning_rate"] == P.preset("electra", "small")[
+      "learning_rate"]
+  assert P.preset("bert", "tiny")["objective"] == "mlm"
+  with pytest.raises(UserError, match="unknown objective 'gpt'"):
+    P.preset("gpt", "tiny")
+  with pytest.raises(UserError, match="no preset for ale at model_size tiny"):
+    P.preset("ale", "tiny")
+
+
+def test_bad_flags_are_one_line_before_any_work(tmp_path):
+  for args, message in (
+      ([], "--output-dir is required"),
+      (["--output-dir", str(tmp_path), "--tasks", "rte"],
+       "fine-tuning needs --glue-dir"),
+      (["--output-dir", str(tmp_path), "--glue-dir", str(tmp_path / "no")],
+       "glue_dir not found"),
+      (["--output-dir", str(tmp_path), "--tasks", "", "--objectives",
+        "electra,electra"], "named twice"),
+      (["--output-dir", str(tmp_path), "--tasks", "", "--pretrain-hparams",
+        '{"lerning_rate": 1}', "--dry-run"], "unknown hparam 'lerning_rate'")):
+    result = run_cli(*args)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_harness_end_to_end_and_resume(tmp_path):
+  out = str(tmp_path / "cmp")
+  result = run_cli("--output-dir", out, *TOY)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+  for name in ("results.json", "results.md", "glue_vs_flops.png",
+               "pretrain_curves.png"):
+    assert os.path.getsize(os.path.join(out, name)) > 0
+  for name in ("glue_vs_flops.png", "pretrain_curves.png"):
+    with open(os.path.join(out, name), "rb") as f:
+      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  with open(os.path.join(out, "results.json")) as f:
+    results = json.load(f)
+  assert results["budget_flops"] == 2e12
+  runs = results["objectives"]
+  assert set(runs) == {"mlm", "electra"}
+  for name, r in runs.items():
+    # Equal compute: each run within 5% of the budget and of the other.
+    assert abs(r["flops"] / 2e12 - 1) < 0.05, name
+    rte = r["tasks"]["rte"]
+    assert len(rte["seeds"]) == 1 and rte["median"] == rte["seeds"][0]
+    assert 0 <= rte["median"] <= 100 and rte["metric"] == "accuracy"
+    assert r["glue_score"] == pytest.approx(rte["median"])
+    assert 0 <= r["blimp"] <= 100 and r["blimp_pairs"] == 67
+    # Every checkpoint evaluated, at its share of the run's FLOPs.
+    steps = [c["step"] for c in r["checkpoints"]]
+    assert steps == [r["steps"] // 2, r["steps"]]
+    assert [c["eval"]["global_step"] for c in r["checkpoints"]] == steps
+    assert r["checkpoints"][0]["flops"] == pytest.approx(r["flops"] / 2)
+  assert "disc_auc" in runs["electra"]["eval"]
+  assert "masked_lm_accuracy" in runs["mlm"]["eval"]
+  assert abs(runs["mlm"]["flops"] / runs["electra"]["flops"] - 1) < 0.05
+  assert runs["mlm"]["steps"] > runs["electra"]["steps"]
+  with open(os.path.join(out, "results.md")) as f:
+    table = f.read()
+  assert "| mlm |" in table and "| electra |" in table and "RTE" in table
+  assert "[" in result.stdout and "ETA" in result.stdout
+
+  # Rerun: nothing left to do, the same results.
+  again = run_cli("--output-dir", out, *TOY)
+  assert again.returncode == 0, again.stderr
+  assert "10 jobs, 10 already done" in again.stdout
+  with open(os.path.join(out, "results.json")) as f:
+    assert json.load(f)["objectives"] == runs
+
+  # Another budget in the same directory would mix two experiments.
+  changed = [a if a != "2e12" else "3e12" for a in TOY]
+  refused = run_cli("--output-dir", out, *changed)
+  assert refused.returncode == 2
+  assert "budget_flops" in refused.stderr.strip().splitlines()[-1]

@@ -1,0 +1,38 @@
+"""What CPU a figure was measured on (TF-free): its model name and whether
+it runs bf16 natively, printed beside every benchmark or experiment figure."""
+
+import os
+import platform
+
+
+def cpu_flags():
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("flags"):
+          return set(line.split(":", 1)[1].split())
+  except OSError:
+    pass
+  return set()
+
+
+def cpu_kind():
+  """e.g. 'AMD EPYC, 2 cores, AVX512-BF16' or '..., AVX2 (no AVX512)'."""
+  name = platform.processor() or platform.machine()
+  try:
+    with open("/proc/cpuinfo") as f:
+      names = [l.split(":", 1)[1].strip() for l in f
+               if l.startswith("model name")]
+    name = names[0] if names else name
+  except OSError:
+    pass
+  flags = cpu_flags()
+  if flags & {"avx512_bf16", "amx_bf16"}:
+    isa = "AVX512-BF16"
+  elif "avx512f" in flags:
+    isa = "AVX512 (no native bf16)"
+  elif "avx2" in flags:
+    isa = "AVX2 (no AVX512)"
+  else:
+    isa = "no AVX2"
+  return f"{name}, {os.cpu_count()} cores, {isa}"
