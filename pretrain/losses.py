@@ -40,6 +40,19 @@ def replaced_token_detection_loss(logits, labels, weights, denominator=None):
   return _mean(losses, weights, denominator), losses
 
 
+def detection_skill(token_losses, labels, weights):
+  """1 - loss / H(base rate): how much of the label entropy the detector
+  explains (0 = it only knows the replaced share, 1 = perfect). Accuracy
+  cannot show this: a detector that always says "original" scores the
+  base rate (~85%). Per batch, from its own weighted mean loss."""
+  weights = ops.cast(weights, "float32")
+  total = ops.sum(weights) + 1e-6
+  rate = ops.clip(ops.sum(ops.cast(labels, "float32") * weights) / total,
+                  1e-6, 1 - 1e-6)
+  entropy = -(rate * ops.log(rate) + (1 - rate) * ops.log(1 - rate))
+  return 1 - ops.sum(token_losses * weights) / total / entropy
+
+
 def weighted_accuracy(predictions, labels, weights):
   weights = ops.cast(weights, "float32")
   hits = ops.cast(ops.equal(ops.cast(predictions, "int32"),

@@ -1,6 +1,7 @@
 """ELECTRA losses against an independent NumPy reference."""
 
 import numpy as np
+import pytest
 
 from pretrain import losses
 
@@ -86,3 +87,27 @@ def test_total_electra_loss_on_fixed_logits():
   expected = (np_masked_lm_loss(mlm_logits, mlm_labels, mlm_weights) +
               50.0 * np_disc_loss(disc_logits, disc_labels, input_mask))
   np.testing.assert_allclose(total, expected, rtol=1e-5)
+
+
+def test_detection_skill_is_zero_at_the_base_rate_and_one_when_perfect():
+  rng = np.random.default_rng(0)
+  labels = (rng.random((4, 50)) < 0.15).astype(np.float32)
+  weights = np.ones_like(labels)
+  weights[:, 45:] = 0  # padding does not count
+  rate = labels[:, :45].mean()
+  entropy = -(rate * np.log(rate) + (1 - rate) * np.log(1 - rate))
+
+  def skill(logits):
+    _, token_losses = losses.replaced_token_detection_loss(logits, labels,
+                                                           weights)
+    return float(losses.detection_skill(token_losses, labels, weights))
+
+  # The constant logit of the base rate: it knows nothing else.
+  base = np.full_like(labels, np.log(rate / (1 - rate)))
+  assert skill(base) == pytest.approx(0.0, abs=1e-5)
+  assert skill(30 * (2 * labels - 1)) == pytest.approx(1.0, abs=1e-5)
+  # Any logits: 1 - weighted mean BCE / H(rate), from NumPy.
+  logits = rng.normal(size=labels.shape).astype(np.float32)
+  bce = np.logaddexp(0, logits) - logits * labels
+  expected = 1 - (bce * weights).sum() / weights.sum() / entropy
+  assert skill(logits) == pytest.approx(expected, rel=1e-5)

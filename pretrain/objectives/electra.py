@@ -51,7 +51,7 @@ class ElectraModel(PretrainingModel):
   """Generator + discriminator, sharing what `weight_sharing` says."""
 
   LOG_KEYS = ("loss", "mlm_loss", "disc_loss", "mlm_accuracy",
-              "disc_accuracy", "replaced_fraction")
+              "disc_accuracy", "disc_skill", "replaced_fraction")
   EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
                "sampled_ids", "mlm_nll", "disc_probs", "disc_labels",
                "disc_weights")
@@ -169,7 +169,8 @@ class ElectraModel(PretrainingModel):
     if self.stage == 1:  # generator only: the discriminator is not run
       zero = ops.zeros(())
       outputs.update(loss=h.gen_weight * gen["mlm_loss"], disc_loss=zero,
-                     disc_accuracy=zero, replaced_fraction=zero)
+                     disc_accuracy=zero, disc_skill=zero,
+                     replaced_fraction=zero)
       return self._placeholder_disc_outputs(features, outputs)
 
     fake_ids = gen["fake_ids"]
@@ -196,6 +197,8 @@ class ElectraModel(PretrainingModel):
         "disc_loss": disc_loss,
         "disc_accuracy": losses.weighted_accuracy(disc_predictions,
                                                   disc_labels, weights),
+        "disc_skill": losses.detection_skill(token_losses, disc_labels,
+                                             weights),
         "replaced_fraction": ops.sum(disc_labels) / (
             ops.sum(mask_weights) + 1e-6),
         "disc_logits": disc_logits,

@@ -26,7 +26,7 @@ class ElectricModel(ElectraModel):
   model) with a two-tower generator and the NCE classifier."""
 
   LOG_KEYS = ("loss", "cloze_loss", "nce_loss", "cloze_accuracy",
-              "nce_accuracy")
+              "nce_accuracy", "nce_skill")
   EVAL_KEYS = ("cloze_correct", "cloze_nll", "nce_probs", "nce_labels",
                "input_mask", "pll_tokens", "scoring_mask")
 
@@ -59,7 +59,7 @@ class ElectricModel(ElectraModel):
     nce_logits = losses.electric_logits(
         energy, log_q, ops.sum(weights, axis=-1), ops.sum(input_mask, axis=-1))
     nce_labels = ops.cast(replaced, "float32") * input_mask
-    nce_loss, _ = losses.replaced_token_detection_loss(
+    nce_loss, token_losses = losses.replaced_token_detection_loss(
         nce_logits, nce_labels, input_mask, mask_denominator)
 
     outputs = {
@@ -69,6 +69,8 @@ class ElectricModel(ElectraModel):
         "cloze_accuracy": losses.weighted_mean(cloze_correct, input_mask),
         "nce_accuracy": losses.weighted_accuracy(
             ops.cast(nce_logits > 0, "float32"), nce_labels, input_mask),
+        "nce_skill": losses.detection_skill(token_losses, nce_labels,
+                                            input_mask),
         "cloze_correct": cloze_correct,
         "cloze_nll": cloze_nll,
         "energy": energy,

@@ -28,7 +28,7 @@ class ScriptModel(PretrainingModel):
   """A BERT-shaped model (names as MaskedLMModel's) that is its own critic."""
 
   LOG_KEYS = ("loss", "mlm_loss", "disc_loss", "mlm_accuracy",
-              "disc_accuracy", "replaced_fraction")
+              "disc_accuracy", "disc_skill", "replaced_fraction")
   EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
                "sampled_ids", "mlm_nll", "disc_probs", "disc_labels",
                "input_mask", "pll_tokens", "scoring_mask")
@@ -74,7 +74,7 @@ class ScriptModel(PretrainingModel):
     disc_labels = ops.cast(ops.not_equal(fake_ids, input_ids),
                            "float32") * input_mask
     critic = self.critic_logits(fake_ids, features, training)
-    disc_loss, _ = losses.replaced_token_detection_loss(
+    disc_loss, token_losses = losses.replaced_token_detection_loss(
         critic, disc_labels, input_mask,
         features.get("input_mask_denominator"))
 
@@ -86,6 +86,8 @@ class ScriptModel(PretrainingModel):
                                                  weights),
         "disc_accuracy": losses.weighted_accuracy(
             ops.cast(critic > 0, "float32"), disc_labels, input_mask),
+        "disc_skill": losses.detection_skill(token_losses, disc_labels,
+                                             input_mask),
         "replaced_fraction": ops.sum(disc_labels) / (ops.sum(weights) + 1e-6),
         "masked_lm_ids": labels,
         "masked_lm_weights": weights,
