@@ -43,7 +43,7 @@ class ComparisonConfig:
   glue_dir: str = ""
   tasks: str = DEFAULT_TASKS
   seeds: int = 3  # fine-tuning seeds per task (the median is reported)
-  finetune_checkpoints: str = "all"  # all | final
+  finetune_checkpoints: str = "all"  # all, final, or k's of k/N: "2,4"
   finetune_hparams: dict = dataclasses.field(default_factory=dict)
 
   # BLiMP accuracy of each final model (run_scoring.py --mode blimp).
@@ -61,6 +61,23 @@ class ComparisonConfig:
   def task_names(self):
     names = [t.strip().lower() for t in self.tasks.split(",") if t.strip()]
     return [TASK_ALIASES.get(t, t) for t in names]
+
+  @property
+  def finetune_indices(self):
+    """Which of the N checkpoints (1-based) are fine-tuned."""
+    n, spec = self.num_checkpoints, self.finetune_checkpoints.strip()
+    if spec == "all":
+      return list(range(1, n + 1))
+    if spec == "final":
+      return [n]
+    try:
+      picks = sorted({int(k) for k in spec.split(",")})
+    except ValueError:
+      picks = []
+    if not picks or not all(1 <= k <= n for k in picks):
+      raise UserError(f"finetune_checkpoints must be all, final or numbers "
+                      f"in 1..{n} (of --num-checkpoints), got '{spec}'")
+    return picks
 
   @property
   def data_dir(self):
@@ -81,9 +98,7 @@ class ComparisonConfig:
       raise UserError(f"budget_flops must be >= 0, got {self.budget_flops}")
     if not 0 < self.warmup_fraction < 1:
       raise UserError("warmup_fraction must be in (0, 1)")
-    if self.finetune_checkpoints not in ("all", "final"):
-      raise UserError("finetune_checkpoints must be all or final, got "
-                      f"'{self.finetune_checkpoints}'")
+    self.finetune_indices  # noqa: B018 (checks the value)
     if self.blimp_limit < 0:
       raise UserError("blimp_limit must be >= 0")
     # Unknown or ill-typed keys fail here, not hours later in a job.

@@ -52,6 +52,10 @@ class JobRunner:
       return None
     return json.loads(storage.read_text(path))["result"]
 
+  def any_done(self, prefix):
+    """Whether a job whose key starts with `prefix` has finished."""
+    return bool(glob.glob(os.path.join(self.state_dir, prefix + "-*.json")))
+
   def _finished(self):
     out = []
     for path in glob.glob(os.path.join(self.state_dir, "*.json")):

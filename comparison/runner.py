@@ -59,10 +59,8 @@ def build_jobs(config, runs):
               "--no-do-train", "--do-eval",
               "--eval-checkpoint", _checkpoint(config, run, step)],
           parse=J.last_json_line, info={"run": run.name, "step": step}))
-    steps = run.checkpoint_steps
-    if config.finetune_checkpoints == "final":
-      steps = steps[-1:]
-    for step in steps:
+    for step in [run.checkpoint_steps[k - 1]
+                 for k in config.finetune_indices]:
       for task in config.task_names:
         for seed in range(1, config.seeds + 1):
           out = os.path.join(config.output_dir, "finetune", run.name,
@@ -97,7 +95,13 @@ def build_jobs(config, runs):
   return pretrain + evals + final_ft + blimp + curve_ft
 
 
-def check_plan(config, budget, runs):
+# Settings that the finished jobs of a kind were run with: a rerun may add
+# objectives, tasks or seeds, but not change these once such a job is done.
+JOB_SETTINGS = {"finetune": ("finetune_hparams",),
+                "blimp": ("scoring_hparams", "blimp_limit", "blimp_dir")}
+
+
+def check_plan(config, budget, runs, runner):
   """Writes plan.json and each run's hparams; a rerun must plan the same
   runs (a changed budget or hparam would mix two experiments in one dir)."""
   path = os.path.join(config.output_dir, PLAN_FILE)
@@ -105,11 +109,19 @@ def check_plan(config, budget, runs):
   new = {"budget_flops": budget, "model_size": config.model_size,
          "max_seq_length": config.max_seq_length,
          "runs": {r.name: r.hparams for r in runs}}
+  for names in JOB_SETTINGS.values():
+    new.update({name: getattr(config, name) for name in names})
   if old:
     for key in ("budget_flops", "model_size", "max_seq_length"):
       if old[key] != new[key]:
         raise UserError(f"{config.output_dir} holds a comparison with {key}="
                         f"{old[key]!r}, not {new[key]!r}; use another "
+                        "--output-dir or the same settings")
+    for kind, names in JOB_SETTINGS.items():
+      changed = [n for n in names if n in old and old[n] != new[n]]
+      if changed and runner.any_done(kind):
+        raise UserError(f"{config.output_dir} holds {kind} results made with "
+                        f"other {', '.join(changed)}; use another "
                         "--output-dir or the same settings")
     for name, hparams in new["runs"].items():
       before = old["runs"].get(name)
@@ -147,7 +159,7 @@ def run(config, command=""):
   print(P.format_plan(budget, runs), flush=True)
   if config.dry_run:
     return None
-  check_plan(config, budget, runs)
+  check_plan(config, budget, runs, runner)
   storage.makedirs(os.path.join(config.output_dir, "blimp"))
   jobs = build_jobs(config, runs)
 
