@@ -31,6 +31,7 @@ from util import storage
 from util import tokenization
 from util.config import parse_config
 from util.errors import UserError, main_guard
+from util.progress import format_seconds
 from util.tf_quiet import import_tensorflow
 
 FORMAT_VERSION = 1
@@ -146,6 +147,32 @@ class _JobStats:
     self.seconds = 0.0  # time spent working, without process start-up
 
 
+class _JobShare:
+  """How much of a job's text is done: UTF-8 bytes of its documents
+  against the size of its files (a share of them when jobs stripe the
+  documents), or documents against max_docs; for the ETA."""
+
+  def __init__(self, job):
+    total = 0
+    for path in job.files:
+      try:
+        total += storage.size(path)
+      except Exception:  # pylint: disable=broad-except
+        pass  # unreadable: the reader counts it
+    self.total = total / (job.num_jobs if job.stripe_docs else 1)
+    self.max_docs = job.max_docs
+    self.bytes = 0
+
+  def add(self, doc):
+    self.bytes += sum(len(p.encode("utf-8", "replace")) + 1 for p in doc)
+
+  def fraction(self, stats):
+    done = self.bytes / self.total if self.total else 0.0
+    if self.max_docs:
+      done = max(done, (stats.docs + stats.empty_docs) / self.max_docs)
+    return min(done, 1.0)
+
+
 def _example_bytes(example, tf):
   ex = tf.train.Example()
   feature = ex.features.feature
@@ -235,11 +262,13 @@ def run_job(job, tokenizer=None, log=print):
         stats.empty_docs += 1
 
   batch, batch_sentences, batch_chars = [], 0, 0
+  share = _JobShare(job)
   for doc in _job_documents(job, stats):
     sentences = [s for p in doc for s in corpus.split_sentences(p)]
     batch.append(sentences)
     batch_sentences += len(sentences)
     batch_chars += sum(len(p) for p in doc)
+    share.add(doc)
     if (batch_sentences >= _SENTENCES_PER_BATCH or
         batch_chars >= _CHARS_PER_BATCH):
       flush(batch)
@@ -247,10 +276,14 @@ def run_job(job, tokenizer=None, log=print):
       now = time.time()
       if now - last_report >= _PROGRESS_SECONDS:
         last_report = now
+        fraction = share.fraction(stats)
+        eta = (now - start) * (1 - fraction) / max(fraction, 1e-9)
         log(f"{tag}files {stats.files_done}/{len(job.files)}, "
             f"docs {stats.docs}, tokens {_human(stats.tokens_tokenized)}, "
             f"examples {stats.examples}, "
-            f"{_human(stats.tokens_tokenized / (now - start))} tokens/s",
+            f"{_human(stats.tokens_tokenized / (now - start))} tokens/s, "
+            f"~{100 * fraction:.0f}% of the text, elapsed "
+            f"{format_seconds(now - start)}, ETA {format_seconds(eta)}",
             flush=True)
   if batch:
     flush(batch)
@@ -504,7 +537,6 @@ _CLEAN_LABELS = {
 def main(argv=None):
   config, _ = parse_config(BuildConfig, argv, description=__doc__.split(
       "\n")[0])
-  import_tensorflow(with_text=True)
   check_output_dir(config)
   walk_stats = corpus.ReadStats()
   files = corpus.find_files(config.corpus_dir, exclude_dir=config.output_dir,
@@ -514,6 +546,7 @@ def main(argv=None):
     probe.add(walk_stats)
     raise UserError(f"corpus has no text: {config.corpus_dir} "
                     f"({len(files)} file(s): {corpus.describe_skipped(probe)})")
+  import_tensorflow(with_text=True)  # seconds: after the quick checks
   if config.vocab_file:
     vocab = tokenization.read_vocab_source(config.vocab_file)
   else:

@@ -36,6 +36,7 @@ class FinetuningConfig:
   init_from: str = "discriminator"  # or "generator" (its encoder)
   vocab_file: str = ""  # default: the pretraining run's, else DATA_DIR/vocab.txt
   output_dir: str = ""  # default DATA_DIR/models/NAME/finetuning
+  overwrite: bool = False  # replace prediction files of an earlier run
 
   # What to run.
   do_train: bool = True
@@ -111,12 +112,17 @@ class FinetuningConfig:
     return EPOCHS.get(task_name, DEFAULT_EPOCHS)
 
   def validate(self, pretrain_size=None):
+    from util.config import check_data_dir
+    check_data_dir(self)
     self.resolve(pretrain_size)
     if not self.data_dir and not (self.raw_data_dir and self.output_dir):
       raise UserError("--data-dir is required (or raw_data_dir and "
                       "output_dir)")
     if not self.tasks:
       raise UserError("no task given: --task-names rte,mrpc,...")
+    twice = [t for i, t in enumerate(self.tasks) if t in self.tasks[:i]]
+    if twice:
+      raise UserError(f"task '{twice[0]}' is named twice in --task-names")
     if self.init_from not in INIT_FROM:
       raise UserError(f"init_from must be one of {', '.join(INIT_FROM)}")
     if self.mixed_precision not in ("float32", "bfloat16"):
@@ -140,6 +146,8 @@ class FinetuningConfig:
     if not self.do_train and not self.do_eval and not self.write_test_outputs:
       raise UserError("nothing to do: do_train, do_eval and "
                       "write_test_outputs are all false")
+    from util.outputs import check_output_dir
+    check_output_dir(self.output_dir, "output_dir")  # before any work
 
 
 def load_config(argv=None):

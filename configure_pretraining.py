@@ -37,6 +37,8 @@ class PretrainingConfig:
   model_dir: str = ""
   init_checkpoint: str = ""  # a checkpoint to start from (weights only)
   eval_checkpoint: str = ""  # do_eval: this checkpoint, not model_dir's latest
+  # Its old config is kept beside the new one (pretrain_config.step-N.json).
+  accept_hparam_changes: bool = False  # resume a run with changed hparams
 
   # What to run.
   do_train: bool = True
@@ -126,6 +128,13 @@ class PretrainingConfig:
   intra_op_threads: int = 0  # 0 = TensorFlow's default
   inter_op_threads: int = 0
 
+  @property
+  def generator_multiplier(self):
+    """generator_hidden_size, or Table 5.1's for model_size when unset."""
+    if self.generator_hidden_size is not None:
+      return self.generator_hidden_size
+    return GENERATOR_MULTIPLIER.get(self.model_size, 0.25)
+
   def resolve(self):
     """Fills derived defaults once all overrides are in."""
     if not self.electra_objective:  # the original release's switches
@@ -134,9 +143,7 @@ class PretrainingConfig:
       self.objective = "electric"
     if self.objective == "electric":  # q must be a two-tower cloze model
       self.two_tower_generator = True
-    if self.generator_hidden_size is None:
-      self.generator_hidden_size = GENERATOR_MULTIPLIER.get(self.model_size,
-                                                            0.25)
+    self.generator_hidden_size = self.generator_multiplier
     if not self.weight_sharing:
       self.weight_sharing = (
           "all" if not self.untied_generator else

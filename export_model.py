@@ -1,7 +1,7 @@
 """Exports a pretrained model for serving and for other tools.
 
   python export_model.py --data-dir DATA_DIR --model-name NAME \
-      --format {hf,savedmodel,keras} --output-dir OUT
+      --format {hf,savedmodel,keras,keras_hub} --output-dir OUT
 
   hf          OUT/discriminator/ (ElectraForPreTraining) and OUT/generator/
               (ElectraForMaskedLM; a BERT or SCRIPT model has only this):
@@ -11,14 +11,21 @@
               logits, hidden states, per-token scores) and `serve_text`
               (raw strings, tokenized in the graph)
   keras       OUT/discriminator.keras (load after `import model.standalone`)
+  keras_hub   a KerasHub preset: keras_hub.models.ElectraBackbone.from_preset
+              (OUT) and ElectraTokenizer.from_preset(OUT) load it (needs
+              pip install keras-hub)
 
 The model may be one of our runs or any format --init-checkpoint accepts
-(transformers, the original TF1 release, .keras), so this also converts,
-e.g. a TF1 release checkpoint to transformers. OUT must be new or empty.
+(transformers, the original TF1 release, .keras, KerasHub), so this also
+converts, e.g. a TF1 release checkpoint to transformers. OUT must be new or
+empty.
 """
 
+import contextlib
 import os
+import shutil
 import sys
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -26,7 +33,8 @@ from interop.config import load_config  # noqa: E402
 from util.errors import main_guard  # noqa: E402
 
 
-def export_hf(model, hparams, vocab_file, tokenizer, output_dir):
+def export_hf(model, hparams, vocab_file, tokenizer, output_dir,
+              shown_dir=None):
   from interop import hf
   from interop.weights import export_weights
   from interop.weights import networks
@@ -40,7 +48,7 @@ def export_hf(model, hparams, vocab_file, tokenizer, output_dir):
             encoder.config, vocab_file, hparams.do_lower_case,
             pad_id=tokenizer.special_ids.get("pad", 0), with_head=head
             is not None)
-    print(f"wrote {os.path.join(output_dir, role)} "
+    print(f"wrote {os.path.join(shown_dir or output_dir, role)} "
           f"({hf.architecture(role, head is not None)})", flush=True)
     if role == "generator" and encoder.config.hidden_act != "gelu":
       print(f"note: transformers' generator head uses the exact GELU, this "
@@ -51,9 +59,27 @@ def export_hf(model, hparams, vocab_file, tokenizer, output_dir):
           "transformers class and was not exported", flush=True)
 
 
+def export_keras_hub(model, vocab_file, tokenizer, output_dir):
+  from interop.keras_hub import export_preset
+  difference = export_preset(model, tokenizer, vocab_file, output_dir,
+                             log=lambda text: print(text, flush=True))
+  print(f"checked: keras_hub.models.ElectraBackbone.from_preset loads it; "
+        f"its sequence output is within {difference:.1e} of ours",
+        flush=True)
+  from interop.weights import networks
+  encoder = next(iter(networks(model).values()))[0]
+  if encoder.config.hidden_act == "gelu":
+    print("note: KerasHub's ElectraBackbone computes the tanh GELU; this "
+          "model was trained with the exact one, hence the difference "
+          "(--init-checkpoint of this preset restores the exact GELU)",
+          flush=True)
+
+
 @main_guard
 def main(argv=None):
   config = load_config(argv)
+  from util.progress import Progress
+  progress = Progress("export", 2, "steps", sys.stdout)
   from util.tf_quiet import import_tensorflow
   import_tensorflow(with_text=True)
   from pretrain import runs
@@ -64,28 +90,52 @@ def main(argv=None):
                                       config.data_dir)
   model = runs.restore_model(pretrained,
                              special_ids=tokenizer.special_ids.values())
+  progress.report(1, f"loaded the model from {config.model_path}")
   out = config.output_dir
-  created = not os.path.exists(out)
-  os.makedirs(out, exist_ok=True)
-  try:
-    if config.format == "hf":
-      export_hf(model, hparams, vocab_file, tokenizer, out)
+  with staging_dir(out) as staging:
+    if config.format == "keras_hub":
+      export_keras_hub(model, vocab_file, tokenizer, staging)
+    elif config.format == "hf":
+      export_hf(model, hparams, vocab_file, tokenizer, staging, out)
     elif config.format == "savedmodel":
       from interop.savedmodel import export_savedmodel
-      export_savedmodel(model, hparams, tokenizer, vocab_file, out,
+      export_savedmodel(model, hparams, tokenizer, vocab_file, staging,
                         config.max_seq_length or None)
-      print(f"wrote SavedModel {out}", flush=True)
     else:
       from interop.keras_archive import export_keras
-      path = os.path.join(out, "discriminator.keras")
-      export_keras(model, hparams, path)
-      print(f"wrote {path}", flush=True)
-  except BaseException:
-    if created:  # only what this run made is removed
-      import shutil
-      shutil.rmtree(out, ignore_errors=True)
-    raise
+      export_keras(model, hparams,
+                   os.path.join(staging, "discriminator.keras"))
+  progress.finish(f"wrote {config.format} export {out}: "
+                  f"{', '.join(sorted(os.listdir(out)))}", done=2)
   return out
+
+
+@contextlib.contextmanager
+def staging_dir(out):
+  """A hidden folder beside `out` to export into, moved into place only
+  when complete: a failed or interrupted export leaves `out` as it was
+  (absent, or the empty folder the user made)."""
+  from util import outputs
+  from util.errors import UserError
+  parent = os.path.dirname(os.path.abspath(out))
+  try:
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.",
+                               suffix=".incomplete", dir=parent)
+  except OSError as e:
+    raise UserError(f"cannot write to {parent}: {e.strerror}") from None
+  try:
+    yield staging
+    outputs.give_usual_mode(staging)
+    if os.path.isdir(out):  # the empty folder the user made: fill it
+      for name in os.listdir(staging):
+        os.replace(os.path.join(staging, name), os.path.join(out, name))
+      os.rmdir(staging)
+    else:
+      os.replace(staging, out)
+  except OSError as e:
+    raise UserError(f"cannot write {out}: {e.strerror or e}") from None
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)  # gone when it was moved
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import configure_pretraining  # noqa: E402
+from util.config import check_data_dir  # noqa: E402
 from util.errors import main_guard  # noqa: E402
 
 
@@ -27,6 +28,7 @@ def format_metrics(results):
 @main_guard
 def main(argv=None):
   config = configure_pretraining.load_config(argv)
+  check_data_dir(config)  # before TensorFlow's seconds of import
   from util.tf_quiet import import_tensorflow
   import_tensorflow()
   from pretrain.trainer import Preempted  # TF import after arg checks

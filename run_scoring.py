@@ -28,16 +28,18 @@ from util.errors import main_guard  # noqa: E402
 
 
 def read_lines(path):
-  """One sentence a line, from a file or stdin ("" or "-")."""
-  try:
-    if path in ("", "-"):
-      text = sys.stdin.read()
-    else:
-      from util import storage
-      text = storage.read_text(path)
-  except UnicodeDecodeError:
-    raise UserError(f"{path or 'stdin'}: not UTF-8 text") from None
-  lines = text.splitlines()
+  """One sentence a line, from a file or stdin ("" or "-"); strict UTF-8
+  (the bytes, not the locale's decoding of them)."""
+  from util import text_files
+  if path in ("", "-"):
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream put in its place (tests)
+      import io
+      stream = io.BytesIO(sys.stdin.read().encode("utf-8",
+                                                  "surrogateescape"))
+    lines = text_files.split_lines(text_files.read_stream(stream, "stdin"))
+  else:
+    lines = text_files.read_lines(path)
   if not lines:
     raise UserError(f"no sentences in {path or 'stdin'}")
   return lines
@@ -55,15 +57,21 @@ def load_inputs(config):
           for path in (config.nbest_dev, config.nbest_test)]
 
 
-def timed_scorer(scorer, log):
-  """pll_fn for blimp/nbest that reports progress and sentences/s."""
-  def progress(done, total):
-    if total > done:
-      print(f"  scored {done}/{total} sentences", file=sys.stderr,
-            flush=True)
+def texts_of(mode, inputs):
+  """The distinct texts a mode scores (blimp and nbest score each once)."""
+  if mode == "sentences":
+    return inputs
+  if mode == "blimp":
+    return sorted({p.good for p in inputs} | {p.bad for p in inputs})
+  return sorted({t for x in inputs if x is not None for h in x.hyps
+                 for t in h})
 
+
+def timed_scorer(scorer, log):
+  """pll_fn for blimp/nbest that reports progress (rate, ETA on stderr)
+  and sentences/s."""
   def pll_fn(sentences):
-    plls = scorer.sentence_plls(sentences, progress)
+    plls = scorer.sentence_plls(sentences, log=sys.stderr)
     report_speed(scorer, log)
     return plls
   return pll_fn
@@ -81,9 +89,8 @@ def report_speed(scorer, log):
 
 
 def write_sentences(scorer, results, config):
-  out = (open(config.output_file, "w", encoding="utf-8")
-         if config.output_file else sys.stdout)
-  try:
+  """To stdout, or to output_file whole (a temporary file, renamed)."""
+  def write(out):
     for r in results:
       if config.per_token:
         out.write(json.dumps({
@@ -93,9 +100,12 @@ def write_sentences(scorer, results, config):
             "token_plls": [float(x) for x in r.token_plls]}) + "\n")
       else:
         out.write(f"{r.pll:.4f}\t{len(r.token_ids)}\t{r.text}\n")
-  finally:
-    if out is not sys.stdout:
-      out.close()
+
+  if config.output_file:
+    from util import outputs
+    outputs.write_atomic(config.output_file, write)
+  else:
+    write(sys.stdout)
 
 
 @main_guard
@@ -111,12 +121,12 @@ def main(argv=None):
       method=config.method, batch_size=config.batch_size,
       max_seq_length=config.max_seq_length, top_k=config.top_k)
   log = sys.stderr if config.mode == "sentences" else sys.stdout
+  # The first line says what this will cost, and what is faster.
   print(f"loaded {scorer.hparams.objective} model from {config.model_path} "
-        f"in {time.perf_counter() - start:.1f}s; method {scorer.method}"
-        + (f", top_k {scorer.top_k}" if scorer.method == "electra" else ""),
-        file=log, flush=True)
+        f"in {time.perf_counter() - start:.1f}s; "
+        + scorer.cost(texts_of(config.mode, inputs)), file=log, flush=True)
   if config.mode == "sentences":
-    results = scorer.score(inputs)
+    results = scorer.score(inputs, log=sys.stderr)
     report_speed(scorer, log)
     write_sentences(scorer, results, config)
     return results
@@ -130,9 +140,8 @@ def main(argv=None):
                              timed_scorer(scorer, log), config.lambda_grid)
     print(nbest.format_results(results), flush=True)
   if config.results_file:
-    from util import storage
-    storage.write_text_atomic(config.results_file,
-                              json.dumps(results, indent=2))
+    from util import outputs
+    outputs.write_text(config.results_file, json.dumps(results, indent=2))
   return results
 
 

@@ -62,7 +62,7 @@ class Electra(torch.nn.Module):
     super().__init__()
     disc = get_model_config(hp.model_size, hp.vocab_size,
                             hp.model_hparam_overrides)
-    gen = scale_config(disc, hp.generator_hidden_size, hp.generator_ffn_size,
+    gen = scale_config(disc, hp.generator_multiplier, hp.generator_ffn_size,
                        hp.generator_heads, hp.generator_layers)
     self.hp = hp
     self.generator = transformers.ElectraForMaskedLM(hf_config(gen))

@@ -68,7 +68,8 @@ def build_jobs(config, runs):
           argv = ["run_finetuning.py", "--init-checkpoint",
                   _checkpoint(config, run, step), "--task-names", task,
                   "--raw-data-dir", config.glue_dir, "--output-dir", out,
-                  "--seed", str(seed), "--num-trials", "1"]
+                  "--seed", str(seed), "--num-trials", "1",
+                  "--overwrite"]  # its own folder: a retry replaces it
           if config.finetune_hparams:
             argv += ["--hparams", json.dumps(config.finetune_hparams)]
           job = J.Job(key=f"finetune-{run.name}-{step}-{task}-{seed}",
@@ -82,7 +83,7 @@ def build_jobs(config, runs):
       argv = ["run_scoring.py", "--mode", "blimp", "--init-checkpoint",
               _checkpoint(config, run, run.steps), "--blimp-dir",
               config.blimp_dir, "--blimp-limit", str(config.blimp_limit),
-              "--results-file", results]
+              "--results-file", results, "--overwrite"]
       if config.scoring_hparams:
         argv += ["--hparams", json.dumps(config.scoring_hparams)]
       blimp.append(J.Job(key=f"blimp-{run.name}", group="blimp", units=1,

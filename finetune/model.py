@@ -54,7 +54,7 @@ def encoder_config_for(pretrained, config):
     if p.two_tower_generator or p.uniform_generator or p.unigram_generator:
       raise UserError("init_from=generator needs a masked-LM generator")
     if p.weight_sharing != "all":
-      encoder = scale_config(encoder, p.generator_hidden_size,
+      encoder = scale_config(encoder, p.generator_multiplier,
                              p.generator_ffn_size, p.generator_heads,
                              p.generator_layers)
   if config.hidden_dropout_prob is not None:
@@ -93,6 +93,16 @@ def pretrained_encoder_weights(pretrained, config):
   mlm_only = p.objective in ("mlm", "script")
   need = ("generator" if config.init_from == "generator" or mlm_only
           else "discriminator",)
+  if pretrained.source is not None:
+    # Another format: its encoder by name, heads or not (a KerasHub
+    # backbone or a transformers ElectraModel has none; fine-tuning needs
+    # none). set_encoder_weights checks every name and shape.
+    named = pretrained.source.weights()
+    if need[0] not in named:
+      raise UserError(f"{pretrained.checkpoint} holds no {need[0]} (it "
+                      f"has: {', '.join(named) or 'nothing'})")
+    return {n: a for n, a in named[need[0]].items()
+            if n.startswith("electra.")}
   model = runs.restore_model(pretrained, need=need)
   # By name (interop/weights.py); GDES tables resolve to shared + delta.
   return {slot.name: slot.value() for slot in

@@ -11,6 +11,7 @@ a GLUE average).
 
 import numpy as np
 
+from util import outputs
 from util import storage
 
 # The GLUE score (ELECTRA section 3.1 "Experimental Setup" and appendix B;
@@ -123,7 +124,7 @@ def write_glue_tsv(path, ids, labels):
   parent = path.rsplit("/", 1)[0] if "/" in path else ""
   if parent:
     storage.makedirs(parent)
-  storage.write_text_atomic(path, "\n".join(lines) + "\n")
+  outputs.write_text(path, "\n".join(lines) + "\n")
 
 
 def _format_label(label):

@@ -14,7 +14,9 @@ A task is a small class registered in finetune/task_builder.py. The driver
   scorer = task.get_scorer(examples, features)
   scorer.update(outputs_numpy)  # called per eval batch, rows in order
   results = scorer.get_results()     # {"metric": float, ...}
-  scorer.write_predictions(path)     # optional: predictions file
+  scorer.write_predictions(path)     # optional: predictions file(s),
+      # path ending in task.predictions_ext; task.output_files(path) lists
+      # every file it writes
 Heads and losses use keras / keras.ops only, like model/.
 """
 
@@ -32,6 +34,12 @@ class Task:
 
   name = ""
   metric = ""  # the headline metric, as the papers report it
+  predictions_ext = ""  # of the file write_predictions writes
+
+  def output_files(self, path):
+    """Every file its scorer's write_predictions(path) writes, so that the
+    driver can refuse to replace them before any work."""
+    return [path]
 
   def __init__(self, config, tokenizer):
     self.config = config  # the FinetuningConfig

@@ -9,6 +9,7 @@ median, mean and standard deviation of every metric over the trials.
 import json
 import math
 import os
+import sys
 import time
 
 import keras
@@ -25,8 +26,10 @@ from finetune.optimization import create_optimizer
 from pretrain import distribution
 from pretrain import runs
 from pretrain.trainer import format_seconds
+from util import outputs
 from util import storage
 from util.errors import UserError
+from util.progress import Progress
 
 
 def model_inputs(features):
@@ -57,9 +60,37 @@ class FinetuningRunner:
                                              config.data_dir)
     distribution.set_precision(config.mixed_precision)
     self.tasks = task_builder.get_tasks(config, self.tokenizer)
+    self._check_outputs()
     # Read once, shared by every trial.
     self._encoder_weights = None
     self._data = {}  # (task, split) -> (examples, features)
+
+  # ---------------------------------------------------------- outputs
+  def _prediction_path(self, task, split, trial):
+    return os.path.join(self.config.output_dir,
+                        f"{task.name}_{split}_predictions_trial{trial}"
+                        f"{task.predictions_ext}")
+
+  def planned_outputs(self):
+    """Every prediction file this run will write."""
+    c = self.config
+    splits = (["dev"] if c.do_eval else []) + (
+        ["test"] if c.write_test_outputs else [])
+    return [f for trial in range(c.num_trials) for task in self.tasks
+            for split in splits
+            for f in task.output_files(self._prediction_path(task, split,
+                                                             trial))]
+
+  def _check_outputs(self):
+    """Refuses, before any work, to replace an earlier run's files."""
+    if self.config.overwrite:
+      return
+    existing = [f for f in self.planned_outputs() if storage.exists(f)]
+    if existing:
+      more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
+      raise UserError(f"{existing[0]}{more} already exists: pass "
+                      "--overwrite to replace, or another --output-dir "
+                      "(nothing was written)")
 
   # ------------------------------------------------------------- data
   def _examples_and_features(self, task, split):
@@ -69,6 +100,8 @@ class FinetuningRunner:
       c = self.config
       n = c.train_examples_limit if split == "train" else c.eval_examples_limit
       examples = limit(task.get_examples(split), n)
+      if not examples:
+        raise UserError(f"{task.name}: no {split} examples")
       self._data[key] = (examples, task.featurize(
           examples, is_training=split == "train"))
     return self._data[key]
@@ -138,21 +171,26 @@ class FinetuningRunner:
           f"{c.layerwise_lr_decay:g}, batch {c.train_batch_size})",
           flush=True)
     start = last = time.time()
-    losses = []
+    losses, last_step = [], 0
+    # Every log_every_steps, and also each tenth of the run (a short run
+    # is not silent until its last step) and at least every 30 s.
+    progress = Progress("step", total)
     for step, name in enumerate(order, 1):
       losses.append(float(train_steps[name](next(iterators[name]))))
       if not np.isfinite(losses[-1]):
         raise UserError(f"non-finite loss at step {step} ({name}); try a "
                         "lower learning_rate")
-      if step % c.log_every_steps == 0 or step == total:
+      if (step % c.log_every_steps == 0 or step == total or
+          progress.due(step)):
         now = time.time()
-        n = step - (step - 1) // c.log_every_steps * c.log_every_steps
+        n = step - last_step
         rate = n * c.train_batch_size / max(now - last, 1e-9)
         eta = (total - step) * (now - start) / step
         print(f"step {step}/{total} | loss {np.mean(losses[-n:]):.4f} | "
-              f"{rate:.1f} examples/s | ETA {format_seconds(eta)}",
+              f"{rate:.1f} examples/s | elapsed "
+              f"{format_seconds(now - start)}, ETA {format_seconds(eta)}",
               flush=True)
-        last = now
+        last, last_step = now, step
     return float(np.mean(losses[-c.log_every_steps:]))
 
   def _train_step(self, model, optimizer, task_name):
@@ -187,12 +225,15 @@ class FinetuningRunner:
       return dict(outputs, loss=loss)
 
     losses = []
+    progress = Progress(f"{split} {task.name}", n, "examples", sys.stdout)
     for begin in range(0, n, c.eval_batch_size):
       batch = {k: v[begin:begin + c.eval_batch_size]
                for k, v in inputs.items()}
       out = {k: v.numpy() for k, v in step(batch).items()}
       losses.append(out.pop("loss"))
       scorer.update(out)
+      progress.update(min(begin + c.eval_batch_size, n))
+    progress.finish(done=n, always=False)
     return scorer, (float(np.mean(np.concatenate(losses))) if losses
                     else float("nan"))
 
@@ -208,21 +249,34 @@ class FinetuningRunner:
         scorer, loss = self.predict(model, task, "dev")
         results[task.name] = dict(scorer.get_results(), loss=loss)
         scorer.write_predictions(self._output(
-            f"{task.name}_dev_predictions_trial{trial}"))
+            self._prediction_path(task, "dev", trial)))
       if c.write_test_outputs:
         scorer, _ = self.predict(model, task, "test")
-        path = self._output(f"{task.name}_test_predictions_trial{trial}")
+        path = self._output(self._prediction_path(task, "test", trial))
         scorer.write_predictions(path)
-        print(f"wrote test predictions for {task.name}: {path}*",
+        print(f"wrote test predictions for {task.name}: {path}",
               flush=True)
     return results
 
-  def _output(self, name):
+  def _output(self, path):
     storage.makedirs(self.config.output_dir)
-    return os.path.join(self.config.output_dir, name)
+    return path
+
+  def _check_inputs(self):
+    """Reads and featurizes every split this run needs (once), so that
+    missing or bad data is said before `trial 1/N` and any training."""
+    c = self.config
+    splits = {"train" if c.do_train else "dev"}  # _build's split
+    splits |= ({"dev"} if c.do_eval else set()) | (
+        {"test"} if c.write_test_outputs else set())
+    for task in self.tasks:
+      for split in ("train", "dev", "test"):
+        if split in splits:
+          self._examples_and_features(task, split)
 
   def run(self):
     c = self.config
+    self._check_inputs()
     trials = []
     for trial in range(c.num_trials):
       print(f"trial {trial + 1}/{c.num_trials} (seed {c.seed + trial})",
@@ -234,14 +288,24 @@ class FinetuningRunner:
     if summary:
       out = {"tasks": c.tasks, "num_trials": c.num_trials,
              "summary": summary, "trials": trials}
-      path = self._output(f"results_{'_'.join(c.tasks)}_"
-                          f"{time.strftime('%Y%m%d-%H%M%S')}.json")
-      storage.write_text_atomic(path, json.dumps(out, indent=2))
+      path = self._results_path()
+      outputs.write_text(path, json.dumps(out, indent=2))
       print(f"median over {c.num_trials} trial(s):", flush=True)
       print(format_table({t: {k: v["median"] for k, v in m.items()}
                           for t, m in summary.items()}), flush=True)
       print(json.dumps(summary), flush=True)
     return summary
+
+  def _results_path(self):
+    """A new results file: the time stamp, numbered if it is taken."""
+    c = self.config
+    stem = os.path.join(c.output_dir, f"results_{'_'.join(c.tasks)}_"
+                        f"{time.strftime('%Y%m%d-%H%M%S')}")
+    path, n = stem + ".json", 1
+    while storage.exists(self._output(path)):
+      n += 1
+      path = f"{stem}_{n}.json"
+    return path
 
 
 def summarize(trials):

@@ -7,11 +7,13 @@ import os
 
 from util import storage
 from util.config import check_choice
+from util.config import check_data_dir
 from util.config import model_path
 from util.config import require_model_path
 from util.errors import UserError
+from util.outputs import check_output_dir
 
-FORMATS = ("savedmodel", "keras", "hf")
+FORMATS = ("savedmodel", "keras", "hf", "keras_hub")
 
 
 @dataclasses.dataclass
@@ -22,7 +24,8 @@ class ExportConfig:
   model_name: str = ""
   init_checkpoint: str = ""  # default DATA_DIR/models/NAME
   vocab_file: str = ""  # default: the run's, else DATA_DIR/vocab.txt
-  format: str = "hf"  # savedmodel, keras (a .keras archive) or hf
+  # savedmodel, keras (a .keras archive), hf or keras_hub (a KerasHub preset)
+  format: str = "hf"
   output_dir: str = ""  # must not exist yet (or be empty)
   max_seq_length: int = 0  # savedmodel text signature; 0 = the run's
 
@@ -31,20 +34,27 @@ class ExportConfig:
     return model_path(self)
 
   def validate(self):
+    check_data_dir(self)
     require_model_path(self)
     check_choice("format", self.format, FORMATS)
     if not self.output_dir:
       raise UserError("pass --output-dir (a new folder)")
-    if storage.exists(self.output_dir) and (
-        not storage.isdir(self.output_dir) or
-        storage.listdir(self.output_dir)):
+    if storage.exists(self.output_dir) and not storage.isdir(
+        self.output_dir):
+      raise UserError(f"output_dir {self.output_dir} is a file: choose a new "
+                      "folder (nothing was written)")
+    if storage.exists(self.output_dir) and storage.listdir(self.output_dir):
       raise UserError(f"output_dir {self.output_dir} already exists and is "
                       "not empty: choose a new folder (nothing was written)")
     parent = os.path.dirname(os.path.abspath(self.output_dir))
-    if not storage.isdir(parent):
+    if not os.path.lexists(parent) and not storage.isdir(parent):
       raise UserError(f"output_dir: folder {parent} does not exist")
+    check_output_dir(self.output_dir, "output_dir")  # links, permissions
     if self.max_seq_length < 0 or 0 < self.max_seq_length < 3:
       raise UserError("max_seq_length must be 0 (the run's) or >= 3")
+    if self.max_seq_length and self.format != "savedmodel":
+      raise UserError(f"--max-seq-length applies to --format savedmodel "
+                      f"only, not {self.format}")
 
 
 def load_config(argv=None):

@@ -118,7 +118,11 @@ def load(path):
     raise UserError(f"{path} has no {WEIGHTS} (save it with "
                     "save_pretrained(..., safe_serialization=True))")
   config = read_config(path)
-  tensors = load_file(weights_file)
+  try:
+    tensors = load_file(weights_file)
+  except Exception as e:  # pylint: disable=broad-except
+    # safetensors raises its own SafetensorError on a damaged file.
+    raise UserError(f"cannot read {weights_file}: {str(e)[:200]}") from None
   if not any(n.startswith("electra.") for n in tensors):
     # An ElectraModel (no head) saves its encoder without the prefix.
     tensors = {f"electra.{n}": a for n, a in tensors.items()}

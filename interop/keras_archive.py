@@ -7,6 +7,8 @@ a masked LM (mlm, SCRIPT) or an ablation's main model exports as a
 SavedModel (interop/savedmodel.py) instead.
 """
 
+import zipfile
+
 import keras
 
 from interop.weights import DISCRIMINATOR
@@ -40,7 +42,14 @@ def load_keras(path):
   """The Discriminator saved at `path` by export_keras."""
   if not storage.exists(path):
     raise UserError(f"no .keras archive at {path}")
-  loaded = keras.saving.load_model(path)
+  if "://" not in path and not zipfile.is_zipfile(path):
+    raise UserError(f"{path} is not a .keras archive (not a zip file)")
+  try:
+    loaded = keras.saving.load_model(path)
+  except (ValueError, OSError, KeyError, TypeError, zipfile.BadZipFile) as e:
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    raise UserError(f"cannot load the .keras archive {path}: {first}") \
+        from None
   if not isinstance(loaded, Discriminator):
     raise UserError(f"{path} holds a {type(loaded).__name__}, not an "
                     "exported discriminator")

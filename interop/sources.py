@@ -5,6 +5,8 @@
          or the discriminator/ + generator/ pair export_model.py writes
   tf1    a checkpoint of the original TF1 ELECTRA release
   keras  a .keras archive of a discriminator (export_model.py)
+  keras_hub  a KerasHub ElectraBackbone preset (export_model.py's, with our
+         heads and generator beside it, or KerasHub's own: an encoder)
 Each gives a PretrainingConfig that describes its architecture and the
 weights under our names (interop/weights.py), so fine-tuning, scoring and
 run_pretraining.py --init-checkpoint treat them alike.
@@ -17,6 +19,7 @@ import os
 import numpy as np
 
 from interop import hf
+from interop import keras_hub
 from interop import tf1
 from interop.weights import DISCRIMINATOR
 from interop.weights import GENERATOR
@@ -45,6 +48,8 @@ def open_source(path):
   if path.endswith(".keras"):
     return _keras_source(path)
   if storage.isdir(path):
+    if keras_hub.is_preset(path):  # its config.json is not transformers'
+      return _keras_hub_source(path)
     if hf.network_dirs(path):
       return _hf_source(path)
     if storage.exists(os.path.join(path, "saved_model.pb")):
@@ -61,12 +66,13 @@ def open_source(path):
                     "ELECTRA release's variable names")
   raise UserError(f"no checkpoint found at {path}: expected a pretraining "
                   "run, a transformers ELECTRA directory, an original "
-                  "ELECTRA checkpoint or a .keras archive")
+                  "ELECTRA checkpoint, a KerasHub preset or a .keras "
+                  "archive")
 
 
 def _latest(directory):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.train.latest_checkpoint(directory)
+  from pretrain import runs  # pylint: disable=g-import-not-at-top
+  return runs.latest_checkpoint(directory)
 
 
 # ---------------------------------------------------------------- kinds
@@ -96,6 +102,13 @@ def _hf_source(path):
   config = architecture_config(fields, _shared_embeddings(named),
                                vocab if os.path.isfile(vocab) else "", lower)
   return Source("hf", path, config, lambda: named)
+
+
+def _keras_hub_source(path):
+  named, fields, vocab, lower = keras_hub.load_preset(path)
+  config = architecture_config(fields, _shared_embeddings(named), vocab,
+                               lower)
+  return Source("keras_hub", path, config, lambda: named)
 
 
 def _tf1_source(prefix, shapes, reader):

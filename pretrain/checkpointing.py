@@ -48,6 +48,7 @@ def read_checkpoint(checkpoint, path):
     status = checkpoint.read(path)
     status.expect_partial()
     status.assert_existing_objects_matched()
-  except (tf.errors.OpError, AssertionError, ValueError) as e:
-    first = str(e).strip().splitlines()[0][:300]
+  except (tf.errors.OpError, AssertionError, ValueError, IndexError,
+          OSError) as e:  # a truncated data file raises IndexError
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
     raise UserError(f"cannot restore checkpoint {path}: {first}") from None

@@ -7,6 +7,7 @@ against the config, and yields per-replica batches with dynamic masking.
 
 import json
 import os
+import re
 
 import tensorflow as tf
 
@@ -232,10 +233,36 @@ def scan_shards(files):
       for batch in tf.data.TFRecordDataset(path).batch(4096):
         count += int(tf.shape(batch)[0])
     except tf.errors.OpError as e:
-      bad.append((path, count, e.message.splitlines()[0][:120]))
+      bad.append((path, _count_readable(path, count), damage(e.message)))
   return bad
 
 
+def _count_readable(path, start):
+  """The records before the damage: the failed batch's one at a time."""
+  count = start
+  try:
+    for _ in tf.data.TFRecordDataset(path).skip(start):
+      count += 1
+  except tf.errors.OpError:
+    pass
+  return count
+
+
+_DAMAGE = re.compile(r"(truncated|corrupted) record at (\d+)")
+
+
+def damage(message):
+  """TF's read error as a user reads it: "truncated record at byte N",
+  without TF's internal {{function_node ...}} and op names."""
+  found = _DAMAGE.search(message)
+  if found:
+    return f"{found.group(1)} record at byte {found.group(2)}"
+  text = re.sub(r"\{\{[^}]*\}\}|\s*\[Op:[^\]]*\]", "", message).strip()
+  return (text.splitlines() or ["unreadable"])[0][:120]
+
+
 def find_corrupt_shards(files):
-  """Names the shards that fail to read (only called after a read error)."""
-  return [f"{path} ({error})" for path, _, error in scan_shards(files)]
+  """Names the shards that fail to read (only called after a read error):
+  the file, where the damage is and how many records precede it."""
+  return [f"{path} ({error}, after {n} good record{'s' * (n != 1)})"
+          for path, n, error in scan_shards(files)]

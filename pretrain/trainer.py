@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -26,6 +27,7 @@ from pretrain.objectives import build_model
 from util import flops
 from util import storage
 from util.errors import UserError
+from util.progress import Progress as ProgressLines
 
 # Changing these between a checkpoint and a resumed run changes the model.
 ARCHITECTURE_KEYS = (
@@ -89,19 +91,60 @@ class Trainer:
     path = os.path.join(c.model_dir, CONFIG_FILE)
     try:
       storage.makedirs(c.model_dir)
+      write = True
       if storage.exists(path):
-        old = json.loads(storage.read_text(path))
+        text = storage.read_text(path)
+        old = json.loads(text)
         for key in ARCHITECTURE_KEYS:
           if key in old and old[key] != getattr(c, key):
             raise UserError(
                 f"{c.model_dir} holds a model trained with {key}="
                 f"{old[key]!r}, but this run has {key}={getattr(c, key)!r}; "
                 "use another --model-name or the same hparams")
-      if self.is_chief:
+        write = self._check_resume(old, text)
+      if self.is_chief and write:
         storage.write_text_atomic(
             path, json.dumps(dataclasses.asdict(c), indent=2, sort_keys=True))
     except (OSError, tf.errors.OpError) as e:
       raise UserError(f"cannot write to model_dir {c.model_dir}: {e}") from None
+
+  def _check_resume(self, old, text):
+    """A trained run goes on only with the hparams it was trained with
+    (raising num_train_steps aside), unless accept_hparam_changes; then its
+    old config is kept beside the new one. Returns whether to write the
+    new config (never for an eval-only run of a trained model)."""
+    c = self.config
+    latest = tf.train.latest_checkpoint(c.model_dir)
+    if not latest:
+      return True  # nothing trained yet: the saved config describes nothing
+    step = latest.rsplit("-", 1)[-1]
+    changes = runs.hparam_changes(old, c)
+    raised = [ch for ch in changes
+              if ch[0] == "num_train_steps" and ch[2] > ch[1]]
+    others = [ch for ch in changes if ch not in raised]
+    if others and not c.accept_hparam_changes:
+      raise UserError(
+          f"{c.model_dir} was trained (to step {step}) with other hparams: "
+          f"{runs.describe_changes(others)}; pass the run's own hparams "
+          f"(see its {CONFIG_FILE}), or --accept-hparam-changes to go on "
+          "with these (its old config is kept)")
+    if not c.do_train:
+      if others:
+        print(f"note: evaluating with hparams that differ from the run's "
+              f"(--accept-hparam-changes): {runs.describe_changes(others)}",
+              flush=True)
+      return False
+    if raised:
+      print(f"num_train_steps raised from {raised[0][1]} to {raised[0][2]}: "
+            f"continuing the run from step {step} (the learning-rate "
+            "schedule now ends at the new count)", flush=True)
+    if others:
+      print(f"hparams changed from step {step} on (--accept-hparam-changes):"
+            f" {runs.describe_changes(others)}", flush=True)
+    if changes and self.is_chief:
+      kept = runs.keep_config(c.model_dir, text, step)
+      print(f"the run's previous config is kept as {kept}", flush=True)
+    return True
 
   def _checkpoint(self, iterator=None, with_optimizer=True):
     return checkpointing.make_checkpoint(
@@ -431,12 +474,16 @@ class Trainer:
       return {k: outputs[k] for k in keys}
 
     arrays = {k: [] for k in keys}
-    for _ in range(c.num_eval_steps):
+    lines = ProgressLines("eval", c.num_eval_steps, "batches", sys.stdout)
+    for done in range(1, c.num_eval_steps + 1):
       out = self.strategy.run(eval_step, args=(next(iterator),))
       for k in keys:
         for value in self.strategy.experimental_local_results(out[k]):
           value = np.asarray(value)
           arrays[k].append(value.reshape(1) if value.ndim == 0 else value)
+      lines.update(done)
+    lines.finish(f"{c.num_eval_steps * c.eval_batch_size:,} sequences",
+                 always=False)
     arrays = {k: np.concatenate(v) for k, v in arrays.items()}
     results = self.model.eval_metrics(arrays)
     results["global_step"] = int(self.optimizer.iterations.numpy())

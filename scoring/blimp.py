@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from util import storage
+from util import text_files
 from util.errors import UserError
 
 
@@ -41,25 +42,26 @@ def load_pairs(directory, limit=0):
 
 def _read_file(path, default_uid, limit):
   pairs = []
-  with storage.open_file(path) as f:
-    for number, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      if limit and len(pairs) >= limit:
-        break
-      where = f"{path}:{number}"
-      try:
-        row = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise UserError(f"{where}: not valid JSON ({e.msg})") from None
-      if not isinstance(row, dict):
-        raise UserError(f"{where}: expected a JSON object")
-      for key in ("sentence_good", "sentence_bad"):
-        if not isinstance(row.get(key), str):
-          raise UserError(f"{where}: no string field '{key}'")
-      pairs.append(Pair(row["sentence_good"], row["sentence_bad"],
-                        str(row.get("UID") or default_uid),
-                        str(row.get("linguistics_term") or "unknown")))
+  for number, line in enumerate(text_files.read_lines(path), 1):
+    if not line.strip():
+      continue
+    if limit and len(pairs) >= limit:
+      break
+    where = f"{path}:{number}"
+    try:
+      row = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise UserError(f"{where}: not valid JSON ({e.msg})") from None
+    except (ValueError, RecursionError) as e:  # huge numbers, deep nesting
+      raise UserError(f"{where}: not usable JSON ({str(e)[:80]})") from None
+    if not isinstance(row, dict):
+      raise UserError(f"{where}: expected a JSON object")
+    for key in ("sentence_good", "sentence_bad"):
+      if not isinstance(row.get(key), str):
+        raise UserError(f"{where}: no string field '{key}'")
+    pairs.append(Pair(row["sentence_good"], row["sentence_bad"],
+                      str(row.get("UID") or default_uid),
+                      str(row.get("linguistics_term") or "unknown")))
   return pairs
 
 

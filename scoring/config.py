@@ -7,11 +7,20 @@ import os
 
 from util import storage
 from util.config import check_choice
+from util.config import check_data_dir
 from util.config import model_path
 from util.config import require_model_path
 from util.errors import UserError
+from util.outputs import check_new_file
+from util.outputs import same_file
 
 MODES = ("sentences", "blimp", "nbest")
+# Flags that only some modes read -> those modes.
+FLAG_MODES = {"input_file": ("sentences",), "output_file": ("sentences",),
+              "per_token": ("sentences",), "blimp_dir": ("blimp",),
+              "blimp_limit": ("blimp",), "nbest_dev": ("nbest",),
+              "nbest_test": ("nbest",), "nbest_limit": ("nbest",),
+              "results_file": ("blimp", "nbest")}
 METHODS = ("electric", "script", "mlm", "electra")
 
 
@@ -49,6 +58,7 @@ class ScoringConfig:
   lambdas: str = "0:2:0.05"  # start:stop:step (inclusive), or "0,0.5,1"
 
   results_file: str = ""  # blimp/nbest: also write the results as JSON
+  overwrite: bool = False  # replace an existing output_file / results_file
 
   @property
   def model_path(self):
@@ -59,6 +69,7 @@ class ScoringConfig:
     return parse_lambdas(self.lambdas)
 
   def validate(self):
+    check_data_dir(self)
     require_model_path(self)
     check_choice("mode", self.mode, MODES)
     if self.method:
@@ -75,15 +86,24 @@ class ScoringConfig:
     if 0 < self.max_seq_length < 3:
       raise UserError("max_seq_length must leave room for [CLS], [SEP] and "
                       "a token (>= 3)")
+    self._check_mode_flags()
     for name in ("output_file", "results_file"):
-      parent = os.path.dirname(getattr(self, name))
-      if parent and not storage.isdir(parent):
-        raise UserError(f"{name}: folder {parent} does not exist")
+      check_new_file(getattr(self, name), name, self.overwrite)
     getattr(self, f"_validate_{self.mode}")()
+
+  def _check_mode_flags(self):
+    """Flags of another mode are a mistake, not something to ignore."""
+    for name, modes in FLAG_MODES.items():
+      if getattr(self, name) and self.mode not in modes:
+        raise UserError(f"--{name.replace('_', '-')} applies to --mode "
+                        f"{' or '.join(modes)}, not {self.mode}")
 
   def _validate_sentences(self):
     if self.input_file not in ("", "-"):
       _need_file(self.input_file, "input_file")
+      if same_file(self.input_file, self.output_file):
+        raise UserError(f"output_file {self.output_file} is the input_file: "
+                        "scores would replace the sentences")
 
   def _validate_blimp(self):
     if not self.blimp_dir:
@@ -104,6 +124,9 @@ class ScoringConfig:
 def _need_file(path, name):
   if not storage.exists(path) or storage.isdir(path):
     raise UserError(f"{name} not found: {path}")
+  if "://" not in path and not os.path.isfile(path):
+    raise UserError(f"{name} {path} is not a regular file (a device or a "
+                    "pipe)")
 
 
 def parse_lambdas(spec):

@@ -16,7 +16,7 @@ import re
 
 import numpy as np
 
-from util import storage
+from util import text_files
 from util.errors import UserError
 
 
@@ -54,13 +54,14 @@ def _jiwer():
 
 def load_nbest(path, limit=0):
   """Reads an n-best JSON file (the first `limit` utterances when > 0)."""
+  text = text_files.read_text(path)
   try:
-    data = json.loads(storage.read_text(path))
+    data = json.loads(text)
   except json.JSONDecodeError as e:
     raise UserError(f"{path}: not valid JSON ({e.msg} at line "
                     f"{e.lineno})") from None
-  except UnicodeDecodeError:
-    raise UserError(f"{path}: not UTF-8 text") from None
+  except (ValueError, RecursionError) as e:  # huge numbers, deep nesting
+    raise UserError(f"{path}: not usable JSON ({str(e)[:80]})") from None
   if not isinstance(data, dict) or not data:
     raise UserError(f"{path}: expected a non-empty JSON object "
                     "{utt_id: {\"ref\": ..., \"hyp_1\": ...}}")

@@ -32,6 +32,7 @@ from scoring import estimators
 from scoring.config import METHODS
 from util.config import check_choice
 from util.errors import UserError
+from util.progress import Progress
 
 DEFAULT_METHOD = {"electric": "electric", "script": "script", "mlm": "mlm",
                   "electra": "electra", "electra_15": "electra"}
@@ -115,6 +116,8 @@ class Scorer:
                   float(np.log((1 - p_mask) / p_mask)))
     self._steps = self._make_steps()
     self.last_stats = {}
+    self._progress = None  # a Progress while score() reports to a log
+    self._planned = 0  # sentences in that score() call
 
   @classmethod
   def from_run(cls, path, vocab_file="", data_dir="", **kwargs):
@@ -126,30 +129,92 @@ class Scorer:
     return cls(model, hparams, tokenizer, **kwargs)
 
   # ---------------------------------------------------------------- API
-  def score(self, sentences, progress=None):
-    """One SentenceScore per sentence, in order; progress(done, total)."""
+  def score(self, sentences, progress=None, log=None):
+    """One SentenceScore per sentence, in order; progress(done, total)
+    after each chunk; with `log` (a stream), progress lines with rate and
+    ETA there, counted in model passes (rows)."""
     sentences = [s if isinstance(s, str) else str(s) for s in sentences]
     start = time.perf_counter()
     tokens = self.tokenizer.tokenize_batch(sentences) if sentences else []
     limit = self.max_seq_length - 2
     out, rows = [], 0
-    for begin in range(0, len(sentences), CHUNK):
-      chunk = [t[:limit] for t in tokens[begin:begin + CHUNK]]
-      plls, n = getattr(self, f"_{self.method}")(chunk)
-      rows += n
-      for i, (ids, pll) in enumerate(zip(chunk, plls)):
-        out.append(SentenceScore(sentences[begin + i], ids, pll,
-                                 len(tokens[begin + i]) > limit))
-      if progress:
-        progress(len(out), len(sentences))
+    if log is not None:
+      self._progress = Progress(
+          "scoring", self.passes([min(len(t), limit) for t in tokens]),
+          "passes", log)
+      self._planned = len(sentences)
+    try:
+      for begin in range(0, len(sentences), CHUNK):
+        chunk = [t[:limit] for t in tokens[begin:begin + CHUNK]]
+        plls, n = getattr(self, f"_{self.method}")(chunk)
+        rows += n
+        for i, (ids, pll) in enumerate(zip(chunk, plls)):
+          out.append(SentenceScore(sentences[begin + i], ids, pll,
+                                   len(tokens[begin + i]) > limit))
+        if progress:
+          progress(len(out), len(sentences))
+    finally:
+      self._progress = None
     self.last_stats = dict(sentences=len(out), rows=rows,
                            tokens=sum(len(s.token_ids) for s in out),
                            truncated=sum(s.truncated for s in out),
                            seconds=time.perf_counter() - start)
     return out
 
-  def sentence_plls(self, sentences, progress=None):
-    return np.array([s.pll for s in self.score(sentences, progress)])
+  def sentence_plls(self, sentences, progress=None, log=None):
+    return np.array([s.pll for s in self.score(sentences, progress, log)])
+
+  def _tick(self, rows):
+    p = self._progress
+    p.done += rows
+    per_sentence = p.total / max(self._planned, 1)  # passes
+    p.update(p.done, f"~{p.rate() / per_sentence:,.1f} sentences/s")
+
+  # --------------------------------------------------------------- cost
+  def passes(self, token_counts):
+    """Model passes (rows) that scoring sentences of these token counts
+    takes: one per sentence (electric, script), one per token (mlm), one
+    generator pass plus up to top_k + 1 discriminator passes per token
+    (electra; fewer when the original is among the top k)."""
+    counts = np.asarray(token_counts, np.int64)
+    if self.method in ("electric", "script"):
+      return int(np.count_nonzero(counts))
+    per_token = 1 if self.method == "mlm" else self.top_k + 2
+    return int(counts.sum()) * per_token
+
+  def cost(self, sentences):
+    """One line: what scoring `sentences` costs with this method, and the
+    faster alternative when there is one."""
+    limit = self.max_seq_length - 2
+    sample = [str(s) for s in sentences[:1000]]
+    counts = [min(len(t), limit) for t in
+              self.tokenizer.tokenize_batch(sample)] if sample else [0]
+    mean = float(np.mean(counts))
+    total = self.passes(counts) * len(sentences) / max(len(sample), 1)
+    k = self.top_k
+    if self.method in ("electric", "script"):
+      line = (f"method {self.method}: 1 pass per sentence (every token at "
+              f"once), {total:,.0f} passes for {len(sentences):,} sentences")
+    else:
+      what = ("1 pass per token" if self.method == "mlm" else
+              f"1 generator + up to {k + 1} discriminator passes per token")
+      name = (self.method if self.method == "mlm" else
+              f"electra (appendix G, top_k {k})")
+      line = (f"method {name}: {what} = ~{total / max(len(sentences), 1):,.0f}"
+              f" passes per sentence here ({mean:.1f} tokens on average), "
+              f"~{total:,.0f} for {len(sentences):,} sentences")
+    faster = []
+    if self.method == "electra":
+      if k > 10:
+        faster.append("--top-k 10 (~12 passes per token)")
+      if isinstance(self.model, ElectraModel) and (
+          self.model.has_generator_network):
+        faster.append("--method mlm (1 pass per token: the generator alone)")
+    elif self.method == "mlm" and self.hparams.objective == "script":
+      faster.append("--method script (1 pass per sentence)")
+    if faster:
+      line += "; faster: " + " or ".join(faster)
+    return line
 
   def token_strings(self, ids):
     vocab = getattr(self.tokenizer, "vocab", None)
@@ -248,6 +313,8 @@ class Scorer:
         batch.update(masked_input_ids=ids, positions=np.broadcast_to(
             np.arange(1, tokens + 1, dtype=np.int32), (len(idx), tokens)))
       yield idx, {k: tf.constant(v) for k, v in batch.items()}
+      if self._progress is not None:  # the consumer is done with it
+        self._tick(len(idx))
 
   def _make_steps(self):
     model, k = self.model, self.top_k

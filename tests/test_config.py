@@ -82,3 +82,56 @@ def test_original_objective_switch_selects_bert_mlm():
   assert (c.objective, c.mask_scheme) == ("mlm", "bert")
   assert load().mask_scheme == "electra"
   assert load("--mask-scheme", "bert").mask_scheme == "bert"
+
+
+# ------------------------------------------- flags: no prefixes, one line
+SCRIPTS = ("run_pretraining", "run_finetuning", "run_scoring", "export_model",
+           "build_pretraining_dataset", "run_comparison")
+
+
+def one_line_error(capsys, script, argv):
+  """`script`'s main(argv) must stop with exit 2 and one stderr line."""
+  module = __import__(script)
+  with pytest.raises(SystemExit) as info:
+    module.main(argv)
+  assert info.value.code == 2
+  out, err = capsys.readouterr()
+  lines = err.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("error: "), err
+  assert "usage:" not in out + err
+  return lines[0]
+
+
+def test_a_mistyped_flag_is_one_line_naming_the_closest_flag(capsys):
+  line = one_line_error(capsys, "run_pretraining", [
+      "--data-dir", "/d", "--model-name", "m", "--num-train-step", "900"])
+  assert line == ("error: unknown flag --num-train-step; did you mean "
+                  "--num-train-steps?")
+  line = one_line_error(capsys, "run_pretraining", [
+      "--no-do-trian", "--data-dir", "/d"])
+  assert line.endswith("did you mean --no-do-train?")
+  line = one_line_error(capsys, "run_pretraining", ["--zzzz"])
+  assert line == "error: unknown flag --zzzz; --help lists the flags"
+  line = one_line_error(capsys, "run_pretraining", ["--num-train-steps"])
+  assert line == "error: argument --num-train-steps: expected one argument"
+
+
+@pytest.mark.parametrize("script,prefix,flag", [
+    ("run_pretraining", "--num-train", "--num-train-steps"),
+    ("run_finetuning", "--task-name", "--task-names"),
+    ("run_scoring", "--top", "--top-k"),
+    ("export_model", "--form", "--format"),
+    ("build_pretraining_dataset", "--corpus", "--corpus-dir"),
+    ("run_comparison", "--objective", "--objectives"),
+])
+def test_no_script_takes_an_abbreviated_flag(capsys, script, prefix, flag):
+  # argparse would take each prefix for the one flag it begins.
+  line = one_line_error(capsys, script, [prefix, "x"])
+  assert line == f"error: unknown flag {prefix}; did you mean {flag}?"
+
+
+def test_a_mistyped_hparam_names_the_closest_one():
+  with pytest.raises(UserError) as info:
+    load("--hparams", '{"temprature": 2.0}')
+  assert str(info.value) == ("unknown hparam 'temprature' in --hparams JSON; "
+                             "did you mean 'temperature'?")

@@ -20,7 +20,8 @@ GLUE = {"cola": "CoLA", "sst": "SST-2", "mrpc": "MRPC", "sts": "STS-B",
 QUICK = {"train_examples_limit": 48, "eval_examples_limit": 32,
          "num_train_epochs": 1.0, "train_batch_size": 16,
          "eval_batch_size": 16, "max_seq_length": 64, "log_every_steps": 2,
-         "learning_rate": 1e-3}
+         "learning_rate": 1e-3,
+         "overwrite": True}  # the tests rerun tasks into one output_dir
 
 
 def squad_slice(path, out_dir, articles_train=2, questions_dev=40):
@@ -96,8 +97,10 @@ def test_every_task_trains_evaluates_and_writes_predictions(pretrained,
     value = summary[task][metric]["median"]
     assert np.isfinite(value), (metric, value)
   outputs = os.path.join(pretrained, "models", "pre", "finetuning")
-  assert any(f.startswith(f"{task}_dev_predictions_trial0")
-             for f in os.listdir(outputs)), os.listdir(outputs)
+  ext = {"squadv1": ".json", "squad": ".json", "chunk": ".txt"}.get(task,
+                                                                 ".tsv")
+  assert f"{task}_dev_predictions_trial0{ext}" in os.listdir(outputs), (
+      os.listdir(outputs))
 
 
 def test_multi_task_trials_report_median_mean_std(pretrained, capsys):
@@ -120,7 +123,7 @@ def test_glue_test_outputs_are_leaderboard_tsvs(pretrained, capsys):
   finetune(pretrained, "sst", capsys, do_train=False,
            write_test_outputs=True, eval_examples_limit=20)
   path = os.path.join(pretrained, "models", "pre", "finetuning",
-                      "sst_test_predictions_trial0")
+                      "sst_test_predictions_trial0.tsv")
   lines = open(path).read().splitlines()
   assert lines[0] == "index\tprediction"
   assert len(lines) == 21

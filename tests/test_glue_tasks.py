@@ -110,7 +110,9 @@ def test_bad_labels_and_missing_columns_are_clear(tmp_path, tokenizer):
   (tmp_path / "rte" / "train.tsv").write_text(
       "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n")
   task = make_task(glue.RTE, tmp_path, tokenizer)
-  with pytest.raises(UserError, match="unknown label 'maybe'"):
+  # Line 2: the header is line 1.
+  with pytest.raises(UserError, match="train.tsv line 2: unknown label "
+                                      "'maybe'"):
     task.get_examples("train")
   (tmp_path / "rte" / "train.tsv").write_text("index\ttext\tlabel\n")
   with pytest.raises(UserError, match="no 'sentence1' column"):

@@ -161,7 +161,12 @@ def test_config_data_mismatches_are_clear_errors(data_dir, capsys):
   expect_user_error(capsys, base + ["--hparams", '{"mask_prb": 0.2}'],
                     r"unknown hparam 'mask_prb'")
   expect_user_error(capsys, ["--data-dir", "/nonexistent/dir", "--model-name",
-                             "x"], r"no pretraining TFRecords match")
+                             "x"], r"^error: data_dir /nonexistent/dir does "
+                                   r"not exist$")
+  empty = os.path.join(data_dir, "empty")
+  os.makedirs(empty, exist_ok=True)
+  expect_user_error(capsys, ["--data-dir", empty, "--model-name", "x"],
+                    r"no pretraining TFRecords match")
 
 
 def test_changed_architecture_does_not_clobber_a_model(data_dir, capsys):

@@ -575,8 +575,9 @@ def test_v2_null_threshold(tmp_path, tokenizer, dev_v1, logit, expected):
   assert pred["null"] == pytest.approx(logit)
   results = scorer.get_results()
   assert results["exact_match"] == (100.0 if expected else 0.0)
-  # Answering is right here, so the search finds a threshold that does it.
-  assert results["best_f1"] == 100.0 and results["best_f1_thresh"] >= logit
+  # As the official script on the written file: a "" written there stays
+  # wrong at every threshold.
+  assert results["best_f1"] == (100.0 if expected else 0.0)
   assert task.metric == "f1"
 
 
@@ -606,6 +607,83 @@ def test_v2_losses_and_no_classifier_null(tmp_path, tokenizer, dev_v2):
     # Null and best span tie under uniform scores: diff 0 > -2.75.
     assert pred["null"] == pytest.approx(0.0, abs=1e-4)
     assert pred["text"] == ""
+
+
+def _spans_outputs(features, nulls):
+  """Head outputs with one candidate span per row: the gold span where the
+  row holds it (score 0), else the row's first context token (score -10);
+  the answerability logit of each row is its example's null score."""
+  n = len(features["example_index"])
+  start = np.zeros((n, 1), np.int32)
+  end = np.zeros((n, 1, 1), np.int32)
+  start_lp = np.full((n, 1), -5.0)
+  end_lp = np.full((n, 1, 1), -5.0)
+  for r in range(n):
+    s, e = features["start_positions"][r], features["end_positions"][r]
+    if s and features["_token_is_max_context"][r][s]:
+      start[r, 0], end[r, 0, 0] = s, e
+      start_lp[r], end_lp[r] = 0.0, 0.0
+    else:
+      off = int(np.argmax(features["segment_ids"][r]))
+      start[r, 0], end[r, 0, 0] = off, off
+  logits = np.array([nulls[i] for i in features["example_index"]],
+                    np.float32)
+  return dict(start_top_index=start, start_top_log_probs=start_lp,
+              end_top_index=end, end_top_log_probs=end_lp,
+              answerable_logit=logits,
+              example_index=features["example_index"])
+
+
+def test_v2_figures_are_the_official_script_on_the_written_files(
+    tmp_path, tokenizer, dev_v2):
+  """best_exact / best_f1 as evaluate-v2.0.py computes them from the
+  predictions and null odds written, also when the best threshold is above
+  qa_na_threshold (where the written text is already "")."""
+  articles = slice_articles(dev_v2, 3)
+  write_split(tmp_path, "squad", "dev", articles)
+  task = make_task(SQuAD, tokenizer, tmp_path)  # qa_na_threshold -2.75
+  examples = task.get_examples("dev")
+  answerable = [e for e in examples if e.answers][:2]
+  unanswerable = [e for e in examples if not e.answers][:1]
+  examples = answerable + unanswerable
+  f = task.featurize(examples, is_training=False)
+  # Right answers to both answerable questions, one above the threshold
+  # (written ""); the unanswerable one answered but null above threshold.
+  nulls = [0.0, -5.0, 3.0]
+  scorer = task.get_scorer(examples, f)
+  scorer.update(_spans_outputs(f, nulls))
+  preds = scorer.predictions()
+  for e in answerable:  # the crafted spans are the gold answers
+    assert preds[e.qid]["best_text"] in e.answers
+  results = scorer.get_results()
+  path = tmp_path / "out" / "squad_dev_predictions_trial0.json"
+  scorer.write_predictions(str(path))
+  written = json.loads(path.read_text())
+  odds = json.loads(path.with_name(path.stem + "_null_odds.json")
+                    .read_text())
+  assert written[answerable[0].qid] == ""  # null 0.0 > -2.75
+  official = _official_v2_evaluate(articles_of(articles, examples), written,
+                                   odds, 1.0)  # the script's default
+  for key, value in official.items():
+    assert results[key.replace("exact", "exact_match") if key == "exact"
+                   else key] == pytest.approx(value), key
+  assert results["best_f1"] == pytest.approx(200.0 / 3)
+  # Searching the spans before the threshold (the old way) claimed 100%.
+  before = squad_eval.evaluate_v2(
+      golds_of(articles_of(articles, examples)),
+      {q: p["best_text"] for q, p in preds.items()},
+      {q: p["null"] for q, p in preds.items()}, -2.75)
+  assert before["best_f1"] == 100.0 != results["best_f1"]
+
+
+def articles_of(articles, examples):
+  """`articles` with only the questions of `examples`."""
+  keep = {e.qid for e in examples}
+  out = copy.deepcopy(articles)
+  for article in out:
+    for p in article["paragraphs"]:
+      p["qas"] = [qa for qa in p["qas"] if qa["id"] in keep]
+  return out
 
 
 def test_write_predictions(tmp_path, tokenizer, dev_v1):

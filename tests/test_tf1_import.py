@@ -272,7 +272,7 @@ def test_finetuning_encoder_starts_from_the_tf1_discriminator(rte_dir, full):
   from configure_finetuning import FinetuningConfig
   from finetune.trainer import FinetuningRunner
   prefix, values = full
-  config = FinetuningConfig(data_dir=rte_dir, model_name="ft_tf1",
+  config = FinetuningConfig(data_dir=rte_dir, model_name="ft_tf1_encoder",
                             init_checkpoint=prefix, task_names="rte",
                             **TINY_RTE)
   runner = FinetuningRunner(config)

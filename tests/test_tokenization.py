@@ -152,3 +152,32 @@ def test_build_wordpiece_vocab():
   flat = [t for row in out for t in row]
   assert flat and max(flat) < len(vocab)
   assert flat.count(tok.special_ids["unk"]) / len(flat) < 0.01
+
+
+TYPED = ["hello [SEP] world", "a[MASK]b [CLS]", "[PAD] [UNK]",
+         "[sep] is text", "[SEP", "", "no special token here"]
+
+
+def test_typed_special_tokens_are_their_ids(tmp_path):
+  """As transformers: a typed [SEP] (exact case) is the [SEP] id, and the
+  text around it tokenizes as it would alone; the same in the graph op a
+  SavedModel runs, for WordPiece and SentencePiece, cased or not."""
+  import tensorflow as tf
+  sp_path = train_sentencepiece(tmp_path, vocab_size=300)
+  for lower in (True, False):
+    for tok in (tokenization.load_tokenizer(str(VOCAB), lower),
+                tokenization.load_tokenizer(sp_path, lower)):
+      s = tok.special_ids
+      ids = tok.tokenize_batch(TYPED)
+      alone = tok.tokenize_batch(["hello", "world", "a", "b", "[sep] is "
+                                  "text", "[SEP", "no special token here"])
+      assert ids[0] == alone[0] + [s["sep"]] + alone[1]
+      assert ids[1] == alone[2] + [s["mask"]] + alone[3] + [s["cls"]]
+      assert ids[2][0] == s["pad"]  # SentencePiece's unk piece is <unk>
+      assert ids[2] == [s["pad"], s["unk"]] or tok.kind == "sentencepiece"
+      assert ids[3:] == [alone[4], alone[5], [], alone[6]]
+      assert s["sep"] not in ids[3] + ids[4]
+      graph = tf.function(tok.tokenize_tensor, input_signature=[
+          tf.TensorSpec([None], tf.string)])
+      assert graph(tf.constant(TYPED)).to_list() == ids
+      assert tok.tokenize_batch([t.encode() for t in TYPED]) == ids

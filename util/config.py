@@ -7,6 +7,7 @@ Unknown keys are a UserError that names the key.
 
 import argparse
 import dataclasses
+import difflib
 import inspect
 import json
 import os
@@ -76,28 +77,50 @@ def apply_overrides(config, overrides, source="hparams"):
   types_ = _field_types(type(config))
   unknown = [k for k in overrides if k not in types_]
   if unknown:
-    raise UserError(f"unknown hparam '{unknown[0]}' in {source} (known: see "
-                    f"{type(config).__name__} in the script's config module)")
+    close = difflib.get_close_matches(str(unknown[0]), list(types_), n=1)
+    hint = (f"did you mean '{close[0]}'?" if close else
+            f"known: see {type(config).__name__} in the script's config "
+            "module")
+    raise UserError(f"unknown hparam '{unknown[0]}' in {source}; {hint}")
   values = {k: _coerce(k, types_[k], v) for k, v in overrides.items()}
   return dataclasses.replace(config, **values)
 
 
 def load_hparams(spec):
   """`spec` is a path to a JSON file or a JSON string; returns a dict."""
-  spec = spec.strip()
-  if spec.startswith("{"):
-    try:
-      return json.loads(spec)
-    except json.JSONDecodeError as e:
-      raise UserError(f"--hparams is not valid JSON ({e.msg} at char {e.pos})")
   from util import storage  # local: keeps this module TF-free to import
-  if not storage.exists(spec):
-    raise UserError(f"--hparams file not found: {spec}")
+  text, where = spec.strip(), "--hparams"
+  if not text:
+    raise UserError("--hparams is empty: pass a JSON object or a file")
+  if not text.startswith("{") and storage.exists(text):
+    where = f"--hparams file {text}"
+    if storage.isdir(text):
+      raise UserError(f"{where} is a folder, not a JSON file")
+    try:
+      text = storage.read_text(text)
+    except UnicodeDecodeError:
+      raise UserError(f"{where} is not UTF-8 text") from None
+    except OSError as e:
+      raise UserError(f"cannot read {where}: {e.strerror or e}") from None
   try:
-    return json.loads(storage.read_text(spec))
+    value = json.loads(text)
   except json.JSONDecodeError as e:
-    raise UserError(f"--hparams file {spec} is not valid JSON "
-                    f"({e.msg} at line {e.lineno})")
+    if where == "--hparams" and not text.startswith(("{", "[", '"')):
+      raise UserError(f"--hparams file not found: {spec}") from None
+    at = (f"char {e.pos}" if where == "--hparams" else
+          f"line {e.lineno} column {e.colno}")
+    raise UserError(f"{where} is not valid JSON ({e.msg} at {at})") from None
+  except (ValueError, RecursionError) as e:  # huge numbers, deep nesting
+    raise UserError(f"{where} is not usable JSON ({str(e)[:80]})") from None
+  if not isinstance(value, dict):
+    kinds = {list: "list", str: "string", int: "number", float: "number",
+             bool: "boolean", type(None): "null"}
+    shown = json.dumps(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    raise UserError(f"{where} is JSON but not an object: {shown} (a "
+                    f"{kinds.get(type(value), 'value')}; pass "
+                    '{"name": value, ...})')
+  return value
 
 
 def _field_comments(cls):
@@ -133,19 +156,55 @@ def add_config_flags(parser, cls, skip=()):
       parser.add_argument(flag, type=str, metavar=metavar, **kwargs)
 
 
+class ArgumentParser(argparse.ArgumentParser):
+  """No abbreviated flags; a bad command line is one UserError line (the
+  script's main_guard prints it), not a usage dump."""
+
+  def __init__(self, *args, **kwargs):
+    kwargs["allow_abbrev"] = False
+    super().__init__(*args, **kwargs)
+
+  def error(self, message):
+    raise UserError(message)
+
+
+def parse_args(parser, argv=None):
+  """parser.parse_args, but an unknown flag is one line naming the closest
+  known one: "unknown flag --num-train-step; did you mean
+  --num-train-steps?"."""
+  args, extra = parser.parse_known_args(argv)
+  if extra:
+    first = extra[0]
+    if not first.startswith("-"):
+      raise UserError(f"unexpected argument {first!r} (flags are "
+                      "--name value)")
+    name = first.split("=", 1)[0]
+    known = [f for action in parser._actions for f in action.option_strings  # pylint: disable=protected-access
+             if f.startswith("--")]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = (f"; did you mean {close[0]}?" if close else
+            "; --help lists the flags")
+    raise UserError(f"unknown flag {name}{hint}")
+  return args
+
+
 def parse_config(cls, argv=None, description=None, parser=None,
                  hparams_flag=True, defaults=None):
   """Builds a `cls` from defaults, `--hparams` and flags.
 
   Returns (config, args) so a script can read its extra arguments.
   """
-  parser = parser or argparse.ArgumentParser(description=description)
+  parser = parser or ArgumentParser(description=description)
+  # A prefix of a flag is an unknown flag, never the flag it begins.
+  parser.allow_abbrev = False
+  if not isinstance(parser, ArgumentParser):
+    parser.error = ArgumentParser.error.__get__(parser)
   if hparams_flag:
     parser.add_argument(
         "--hparams", action="append", default=[], metavar="JSON_OR_FILE",
         help="JSON string or file of hparams; repeatable, later ones win")
   add_config_flags(parser, cls)
-  args = parser.parse_args(argv)
+  args = parse_args(parser, argv)
   config = cls(**(defaults or {}))
   for spec in getattr(args, "hparams", []):
     source = "--hparams " + (spec if not spec.strip().startswith("{")
@@ -181,6 +240,17 @@ def require_model_path(config):
     raise UserError("no model: pass --data-dir and --model-name (or "
                     "--init-checkpoint)")
   return path
+
+
+def check_data_dir(config):
+  """A --data-dir that is not there, said before TensorFlow loads (which
+  takes seconds) and before anything is written."""
+  from util import storage  # local: keeps this module TF-free to import
+  path = getattr(config, "data_dir", "")
+  if path and not storage.isdir(path):
+    what = ("is a file, not a folder" if storage.exists(path) else
+            "does not exist")
+    raise UserError(f"data_dir {path} {what}")
 
 
 def check_choice(name, value, choices, note=""):

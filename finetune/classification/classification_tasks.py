@@ -5,8 +5,8 @@ the standard GLUE TSVs in RAW_DATA_DIR/<task>/ (train.tsv, dev.tsv,
 test.tsv; MNLI's dev_matched/dev_mismatched/test_matched/test_mismatched).
 """
 
-import csv
 import dataclasses
+import math
 import os
 from typing import Optional
 
@@ -20,6 +20,7 @@ from finetune.task import Example
 from finetune.task import Scorer
 from finetune.task import Task
 from util import storage
+from util import text_files
 from util.errors import UserError
 
 
@@ -53,6 +54,7 @@ class GLUETask(Task):
   test_splits = ("test",)
   double_unordered = False  # MRPC/STS: train on (b, a) too
   glue_dir = ""  # the official GLUE folder name, also accepted
+  predictions_ext = ".tsv"
 
   @property
   def metric(self):
@@ -90,25 +92,30 @@ class GLUETask(Task):
     path = self._path(split)
     if not storage.exists(path):
       raise UserError(f"{self.name}: {path} not found (GLUE files go in "
-                      f"RAW_DATA_DIR/{self.name}/)")
-    with storage.open_file(path) as f:
-      rows = list(csv.reader(f, delimiter="\t", quotechar=None))
+                      f"DATA_DIR/finetuning_data/{self.name}/)")
+    # Tab-split lines, no quoting (as BERT's csv reader with quotechar
+    # None, without its 131,072-character field limit). Blank lines are
+    # skipped; numbers are the file's own line numbers.
+    rows = [(number, line.split("\t")) for number, line in
+            enumerate(text_files.read_lines(path), 1) if line.strip()]
     if not rows:
       raise UserError(f"{path} is empty")
-    header = [h.lstrip("\ufeff") for h in rows[0]] if columns.header else []
+    header = rows.pop(0)[1] if columns.header else []
     index = lambda key: (key if isinstance(key, int) else  # noqa: E731
                          _column(header, key, path))
     fields = {k: index(getattr(columns, k)) for k in
               ("text_a", "text_b", "label", "test_id")
               if getattr(columns, k) is not None}
+    if not rows:
+      raise UserError(f"{path} has a header line but no examples")
     examples = []
-    for i, row in enumerate(rows[1:] if columns.header else rows):
+    for i, (number, row) in enumerate(rows):
       if len(row) <= max(fields.values()):
-        raise UserError(f"{path} line {i + 1 + columns.header}: "
-                        f"{len(row)} columns, expected more")
+        raise UserError(f"{path} line {number}: {len(row)} columns, "
+                        f"expected at least {max(fields.values()) + 1}")
       label = row[fields["label"]] if "label" in fields else None
       if label is not None:
-        label = self._parse_label(label, path, i)
+        label = self._parse_label(label, path, number)
       examples.append(SentenceExample(
           guid=f"{split}-{i}", text_a=row[fields["text_a"]],
           text_b=row[fields["text_b"]] if "text_b" in fields else None,
@@ -119,12 +126,15 @@ class GLUETask(Task):
   def _parse_label(self, label, path, line):
     if self.is_regression:
       try:
-        return float(label)
+        score = float(label)
       except ValueError:
-        raise UserError(f"{path} line {line + 1}: score '{label}' is not a "
-                        "number") from None
+        score = math.nan
+      if not math.isfinite(score):
+        raise UserError(f"{path} line {line}: score '{label[:40]}' is not "
+                        "a number")
+      return score
     if label not in self.labels:
-      raise UserError(f"{path} line {line + 1}: unknown label '{label}' "
+      raise UserError(f"{path} line {line}: unknown label '{label[:40]}' "
                       f"(expected one of {', '.join(self.labels)})")
     return label
 

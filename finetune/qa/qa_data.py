@@ -24,12 +24,12 @@ SentencePiece, a sub-token stands for its whole whitespace word.
 """
 
 import dataclasses
-import json
 
 import numpy as np
 
 from finetune import task
 from util import storage
+from util import text_files
 from util.errors import UserError
 
 
@@ -77,15 +77,10 @@ def split_context(text):
 def read_squad_file(path):
   """The "data" list of a SQuAD JSON file; UserError when unusable."""
   if not storage.exists(path) or storage.isdir(path):
-    raise UserError(f"SQuAD file not found: {path}")
-  try:
-    with storage.open_file(path, "r") as f:
-      data = json.load(f)
-  except json.JSONDecodeError as e:
-    raise UserError(f"{path} is not valid JSON: {e.msg} at line "
-                    f"{e.lineno} column {e.colno}") from None
-  except UnicodeDecodeError:
-    raise UserError(f"{path} is not UTF-8 text") from None
+    raise UserError(f"SQuAD file not found: {path} (SQuAD files go in "
+                    "DATA_DIR/finetuning_data/<task>/ as train.json, "
+                    "dev.json)")
+  data = text_files.read_json(path)
   if not isinstance(data, dict) or not isinstance(data.get("data"), list):
     raise UserError(f"{path} is not in the SQuAD layout: it needs a "
                     f'top-level object with a "data" list')

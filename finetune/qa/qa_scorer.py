@@ -7,6 +7,16 @@ Null score (2.0, as the ELECTRA release): with the answerability classifier
 it is the smallest answerability logit over the example's rows; without it,
 min over rows of (log p_start([CLS]) + log p_end([CLS] | [CLS])) minus the
 best span's score. The prediction is "" when it exceeds qa_na_threshold.
+
+The figures reported are the official evaluation script's on the files
+written (the predictions after the threshold, the null odds as its
+no-answer probabilities), as the ELECTRA release computes them:
+  evaluate-v2.0.py dev.json P.json --na-prob-file P_null_odds.json \
+      --na-prob-thresh QA_NA_THRESHOLD
+(the default --na-prob-thresh 1.0 gives the same when qa_na_threshold is
+at most 1.0). So best_exact / best_f1 search thresholds up to
+qa_na_threshold only (above it the written predictions are already ""); a
+large qa_na_threshold searches them all.
 """
 
 import collections
@@ -18,7 +28,20 @@ import numpy as np
 
 from finetune import task
 from finetune.qa import squad_eval
+from util import outputs
 from util import storage
+
+# Unanswerable without any row: an infinite null score, written finite so
+# the file stays strict JSON.
+_MAX_NULL = 1e30
+
+
+def prediction_files(path, v2):
+  """path ({qid: text}), its n-best file and, for 2.0, its null odds."""
+  root, ext = os.path.splitext(path)
+  ext = ext or ".json"
+  return [path, root + "_nbest" + ext] + (
+      [root + "_null_odds" + ext] if v2 else [])
 
 
 def _softmax(scores):
@@ -116,8 +139,8 @@ class SQuADScorer(task.Scorer):
       best = nbest[0]["text"] if nbest else ""
       pred = {"text": best, "best_text": best, "nbest": nbest}
       if self.v2:
-        pred["null"] = self._null_score(out, rows, nbest) if rows else (
-            math.inf)
+        pred["null"] = min(self._null_score(out, rows, nbest) if rows else
+                           math.inf, _MAX_NULL)
         if pred["null"] > self.config.qa_na_threshold:
           pred["text"] = ""
       preds[example.qid] = pred
@@ -131,9 +154,10 @@ class SQuADScorer(task.Scorer):
       res = squad_eval.evaluate_v1(
           golds, {q: p["text"] for q, p in preds.items()})
       return {k: float(v) for k, v in res.items()}
+    # On what write_predictions writes (see the module docstring).
     golds = {ex.qid: ex.answers for ex in self.examples}
     res = squad_eval.evaluate_v2(
-        golds, {q: p["best_text"] for q, p in preds.items()},
+        golds, {q: p["text"] for q, p in preds.items()},
         {q: p["null"] for q, p in preds.items()},
         self.config.qa_na_threshold)
     res["exact_match"] = res.pop("exact")
@@ -143,15 +167,11 @@ class SQuADScorer(task.Scorer):
     """path: {qid: text}; beside it <name>_nbest.json and, for 2.0,
     <name>_null_odds.json ({qid: null score})."""
     preds = self.predictions()
-    root, ext = os.path.splitext(path)
-    ext = ext or ".json"
-    files = {path: {q: p["text"] for q, p in preds.items()},
-             root + "_nbest" + ext: {q: p["nbest"] for q, p in preds.items()}}
+    values = [{q: p["text"] for q, p in preds.items()},
+              {q: p["nbest"] for q, p in preds.items()}]
     if self.v2:
-      # Finite, so the file stays strict JSON.
-      files[root + "_null_odds" + ext] = {q: min(p["null"], 1e30)
-                                          for q, p in preds.items()}
+      values.append({q: p["null"] for q, p in preds.items()})
     if os.path.dirname(path):
       storage.makedirs(os.path.dirname(path))
-    for name, value in files.items():
-      storage.write_text_atomic(name, json.dumps(value, indent=2) + "\n")
+    for name, value in zip(prediction_files(path, self.v2), values):
+      outputs.write_text(name, json.dumps(value, indent=2) + "\n")

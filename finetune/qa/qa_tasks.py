@@ -21,6 +21,7 @@ class QATask(task.Task):
 
   metric = "f1"
   v2 = False
+  predictions_ext = ".json"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, tokenizer)
@@ -159,6 +160,9 @@ class QATask(task.Task):
 
   def get_scorer(self, examples, features):
     return qa_scorer.SQuADScorer(self.config, examples, features, self.v2)
+
+  def output_files(self, path):
+    return qa_scorer.prediction_files(path, self.v2)
 
 
 class SQuADv1(QATask):

@@ -4,7 +4,7 @@ import numpy as np
 
 from finetune.tagging import tagging_utils
 from finetune.task import Scorer
-from util import storage
+from util import outputs
 
 
 class ChunkingScorer(Scorer):
@@ -71,8 +71,7 @@ class ChunkingScorer(Scorer):
       lines += [f"{w} {g} {p}" for w, g, p in zip(
           example.words, _iob2(example.tags), _iob2(tags))]
       lines.append("")
-    storage.write_text_atomic(path, "\n".join(lines) + "\n" if lines
-                              else "")
+    outputs.write_text(path, "\n".join(lines) + "\n" if lines else "")
 
 
 def _iob2(tags):

@@ -19,7 +19,9 @@ from finetune.tagging import tagging_metrics
 from finetune.tagging import tagging_utils
 from finetune.task import Example
 from finetune.task import Task
+from util import outputs
 from util import storage
+from util import text_files
 from util.errors import UserError
 
 SPLITS = ("train", "dev", "test")
@@ -44,20 +46,20 @@ def read_conll(path):
   """Sentences of a CoNLL file: first column the word, last the tag."""
   if not storage.exists(path):
     raise UserError(f"chunk: {path} not found (CoNLL-2000 files go in "
-                    "RAW_DATA_DIR/chunk/ as train.txt, dev.txt, test.txt)")
+                    "DATA_DIR/finetuning_data/chunk/ as train.txt, dev.txt, "
+                    "test.txt)")
   sentences, current = [], Sentence([], [], [])
-  with storage.open_file(path) as f:
-    for number, line in enumerate(f, 1):
-      fields = line.split()
-      if not fields or fields[0] == "-DOCSTART-":
-        if current.words:
-          sentences.append(current)
-        current = Sentence([], [], [])
-        continue
-      _check_line(path, number, line, fields)
-      current.words.append(fields[0])
-      current.tags.append(fields[-1])
-      current.lines.append(number)
+  for number, line in enumerate(text_files.read_lines(path), 1):
+    fields = line.split()
+    if not fields or fields[0] == "-DOCSTART-":
+      if current.words:
+        sentences.append(current)
+      current = Sentence([], [], [])
+      continue
+    _check_line(path, number, line, fields)
+    current.words.append(fields[0])
+    current.tags.append(fields[-1])
+    current.lines.append(number)
   if current.words:
     sentences.append(current)
   if not sentences:
@@ -68,12 +70,12 @@ def read_conll(path):
 def _check_line(path, number, line, fields):
   if len(fields) < 2:
     raise UserError(f"{path} line {number}: expected 'WORD POS CHUNK', got "
-                    f"{line.strip()!r}")
+                    f"{line.strip()[:60]!r}")
   try:
     tagging_utils.split_tag(fields[-1])
   except ValueError:
     raise UserError(f"{path} line {number}: malformed chunk tag "
-                    f"'{fields[-1]}' (expected O or B-, I-, E-, S-TYPE)") \
+                    f"'{fields[-1][:40]}' (expected O or B-, I-, E-, S-TYPE)") \
         from None
 
 
@@ -99,6 +101,7 @@ class Chunking(Task):
 
   name = "chunk"
   metric = "f1"
+  predictions_ext = ".txt"
 
   def __init__(self, config, tokenizer):
     super().__init__(config, tokenizer)
@@ -153,7 +156,7 @@ class Chunking(Task):
     labels = tagging_utils.bioes_tag_set(kinds)
     if saved:
       storage.makedirs(self.config.output_dir)
-      storage.write_text_atomic(saved, "\n".join(labels) + "\n")
+      outputs.write_text(saved, "\n".join(labels) + "\n")
     return labels
 
   def _check_known(self, path, sentences):

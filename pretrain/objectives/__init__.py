@@ -47,7 +47,7 @@ def build_model(hparams, token_counts=None, special_ids=()):
     return ScriptModel(hparams, disc_config, name="script")
   if hparams.objective not in ELECTRA_FAMILY:
     raise ValueError(f"unknown objective {hparams.objective}")
-  gen_config = scale_config(disc_config, hparams.generator_hidden_size,
+  gen_config = scale_config(disc_config, hparams.generator_multiplier,
                             hparams.generator_ffn_size,
                             hparams.generator_heads,
                             hparams.generator_layers)
