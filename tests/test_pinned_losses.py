@@ -1,0 +1,113 @@
+"""Every preset's losses on fixed inputs and FLOPs per step, pinned to values recorded before
+the issue-18 restructure, so that moving code cannot change behaviour.
+
+Each preset keeps its objective switches (objective, generator size and
+kind, weight sharing, temperature, loss weights...) on a micro model; the
+weights are set by variable path (not creation order) and the sampling seed
+is the preset's own. Regenerate only for an intended behaviour change:
+  PIN_LOSSES=write python -m pytest tests/test_pinned_losses.py
+"""
+
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+
+from configure_pretraining import PretrainingConfig
+from pretrain.objectives import build_model
+from util import flops
+from tests.test_objectives import MICRO
+from tests.test_objectives import PICKS
+from tests.test_objectives import SEQ
+from tests.test_objectives import SPECIALS
+from tests.test_objectives import VOCAB
+from tests.test_objectives import make_batch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PINNED = os.path.join(ROOT, "tests", "data", "pinned_losses.json")
+FILES = sorted(os.path.basename(p)[:-5] for p in
+               glob.glob(os.path.join(ROOT, "configs", "*.json")))
+# Objectives and switches no preset file holds, on top of electra_small.
+VARIANTS = {
+    "v_electra_15": {"objective": "electra_15"},
+    "v_replace_mlm": {"objective": "replace_mlm"},
+    "v_all_tokens_mlm": {"objective": "all_tokens_mlm"},
+    "v_uniform_generator": {"uniform_generator": True},
+    "v_unigram_generator": {"unigram_generator": True},
+    "v_two_tower_generator": {"two_tower_generator": True},
+    "v_sharing_none": {"weight_sharing": "none"},
+    "v_sharing_all": {"weight_sharing": "all", "generator_hidden_size": 1.0},
+    "v_sharing_gdes": {"weight_sharing": "gdes"},
+    "v_adversarial": {"training_algorithm": "adversarial"},
+    "v_disallow_correct": {"disallow_correct": True},
+    "v_bert_masking_mlm": {"objective": "mlm", "mask_scheme": "bert"},
+    "v_cross_layer_sharing": {"cross_layer_sharing": True},
+}
+PRESETS = sorted(FILES + list(VARIANTS))
+# Shapes and schedule only; every objective switch stays the preset's.
+SHAPE_KEYS = ("model_size", "max_seq_length", "max_predictions_per_seq",
+              "model_hparam_overrides", "vocab_size", "embedding_size")
+
+
+def preset_losses(name):
+  file = "electra_small" if name in VARIANTS else name
+  with open(os.path.join(ROOT, "configs", f"{file}.json")) as f:
+    preset = {k: v for k, v in json.load(f).items() if k not in SHAPE_KEYS}
+  preset.update(VARIANTS.get(name, {}))
+  h = PretrainingConfig(**preset, data_dir="/tmp/unused", model_name="m")
+  h.model_size, h.vocab_size = "tiny", VOCAB
+  h.max_seq_length, h.max_predictions_per_seq = SEQ, PICKS
+  h.model_hparam_overrides = dict(MICRO)
+  h.validate()
+  counts = np.arange(VOCAB, dtype=np.int64) + 1
+  model = build_model(h, token_counts=counts, special_ids=SPECIALS)
+  model.build_variables()
+  rng = np.random.RandomState(0)
+  for v in sorted(model.weights, key=lambda v: v.path):
+    if v.dtype not in ("float32", "bfloat16", "float16") or not v.trainable:
+      continue
+    value = rng.normal(0.0, 0.5, tuple(v.shape))
+    if v.path.endswith("gamma"):
+      value += 1.0
+    v.assign(value.astype(np.float32))
+  out = model(make_batch(), training=False)
+  return {k: float(np.asarray(out[k])) for k in type(model).LOG_KEYS
+          if k in out}
+
+
+def preset_flops(name):
+  """Training FLOPs per step at the preset's own sizes (util/flops.py)."""
+  file = "electra_small" if name in VARIANTS else name
+  with open(os.path.join(ROOT, "configs", f"{file}.json")) as f:
+    preset = dict(json.load(f), **VARIANTS.get(name, {}))
+  h = PretrainingConfig(**preset, data_dir="/tmp/unused", model_name="m",
+                        vocab_size=30522)
+  h.validate()
+  return float(flops.train_flops_per_step(h))
+
+
+def pinned():
+  with open(PINNED) as f:
+    return json.load(f)
+
+
+def test_every_preset_is_pinned():
+  if os.environ.get("PIN_LOSSES") == "write":
+    with open(PINNED, "w") as f:
+      json.dump({n: dict(preset_losses(n), flops_per_step=preset_flops(n))
+                 for n in PRESETS}, f, indent=1,
+                sort_keys=True)
+      f.write("\n")
+  assert sorted(pinned()) == PRESETS
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_losses_are_unchanged(name):
+  expected = pinned()[name]
+  got = dict(preset_losses(name), flops_per_step=preset_flops(name))
+  assert sorted(got) == sorted(expected)
+  for key, value in expected.items():
+    np.testing.assert_allclose(got[key], value, rtol=2e-4, atol=2e-5,
+                               err_msg=f"{name}: {key}")
