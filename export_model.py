@@ -78,12 +78,13 @@ def export_keras_hub(model, vocab_file, tokenizer, output_dir):
 @main_guard
 def main(argv=None):
   config = load_config(argv)
-  from util.progress import Progress
+  from training.progress import Progress
   progress = Progress("export", 2, "steps", sys.stdout)
   from util.tf_quiet import import_tensorflow
   import_tensorflow(with_text=True)
-  from pretrain import runs
-  pretrained = runs.find_pretrained(config.model_path)
+  from loading import runs
+  from loading.sources import find_pretrained
+  pretrained = find_pretrained(config.model_path)
   hparams = pretrained.config
   vocab_file = runs.vocab_path_for(hparams, config.vocab_file, config.data_dir)
   tokenizer = runs.load_tokenizer_for(hparams, config.vocab_file,

@@ -6,7 +6,7 @@
       [--corpus-dir CORPUS --vocab-file VOCAB] [--blimp-dir BLIMP]
 
 Every objective gets the number of steps that spends --budget-flops
-(util/flops.py, ELECTRA appendix E); its checkpoints at k/N of the run are
+(pretrain/flops.py, ELECTRA appendix E); its checkpoints at k/N of the run are
 evaluated and fine-tuned on each task with each seed. Writes
 OUT/results.json, OUT/results.md, OUT/glue_vs_flops.png and
 OUT/pretrain_curves.png. Rerun the same command after an interruption: it

@@ -13,7 +13,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import configure_pretraining  # noqa: E402
+from pretrain import config as configure_pretraining  # noqa: E402
 from util.config import check_data_dir  # noqa: E402
 from util.errors import main_guard  # noqa: E402
 
@@ -27,13 +27,14 @@ def format_metrics(results):
 
 @main_guard
 def main(argv=None):
-  config = configure_pretraining.load_config(argv)
-  check_data_dir(config)  # before TensorFlow's seconds of import
+  # A missing --data-dir is said before TensorFlow's seconds of import.
+  config = configure_pretraining.load_config(argv, check_first=check_data_dir)
   from util.tf_quiet import import_tensorflow
   import_tensorflow()
-  from pretrain.trainer import Preempted  # TF import after arg checks
+  from loading.sources import open_source  # TF import after arg checks
+  from pretrain.trainer import Preempted
   from pretrain.trainer import Trainer
-  trainer = Trainer(config)
+  trainer = Trainer(config, open_source=open_source)
   if config.do_train:
     try:
       trainer.train()

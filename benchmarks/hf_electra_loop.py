@@ -36,7 +36,7 @@ from util.tf_quiet import import_tensorflow  # noqa: E402
 
 tf = import_tensorflow()
 
-import configure_pretraining  # noqa: E402
+from pretrain import config as configure_pretraining  # noqa: E402
 from model.config import get_model_config  # noqa: E402
 from model.config import scale_config  # noqa: E402
 from pretrain import data  # noqa: E402

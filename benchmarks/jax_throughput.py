@@ -10,7 +10,7 @@ the step is jax.jit(value_and_grad(model.stateless_call) + global-norm
 clipping + the Keras AdamW's stateless_apply), all on device. Batches are
 random token ids masked here in NumPy (ELECTRA's scheme), made once and
 cycled: this times the step, not an input pipeline. MFU =
-util/flops.model_flops_per_step x steps/s / a bf16 matmul peak measured in
+pretrain/flops.model_flops_per_step x steps/s / a bf16 matmul peak measured in
 the same process.
 """
 
@@ -31,7 +31,7 @@ import jax.numpy as jnp  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from util import flops  # noqa: E402
+from pretrain import flops  # noqa: E402
 
 CLS, SEP, MASK, FIRST = 101, 102, 103, 1000
 
@@ -79,9 +79,9 @@ def masked_batches(hp, batch, count, seed=0):
 
 
 def time_step(size, batch, seq_len, precision, args):
-  from configure_pretraining import PretrainingConfig
-  from pretrain import optimization
+  from pretrain.config import PretrainingConfig
   from pretrain.objectives import build_model
+  from training import optimization
   keras.mixed_precision.set_dtype_policy(
       "mixed_bfloat16" if precision == "bfloat16" else "float32")
   hp = PretrainingConfig(model_size=size, vocab_size=args.vocab_size,

@@ -9,7 +9,7 @@ ELECTRA train step through the real code path (synthetic TFRecords ->
 pretrain/data.py -> Trainer's compiled train loop) per setting; the same
 step in Hugging Face transformers on PyTorch CPU (the peer; fp32 and bf16
 autocast); and the input pipeline alone. MFU = matmul FLOPs per step
-(util/flops.model_flops_per_step; for transformers also its generator's
+(pretrain/flops.model_flops_per_step; for transformers also its generator's
 vocabulary projection at every position) x steps/s / measured bf16 peak.
 
 Each implementation is one entry of IMPLEMENTATIONS: a function
@@ -39,7 +39,7 @@ from util.tf_quiet import import_tensorflow  # noqa: E402
 
 tf = import_tensorflow()
 
-from util import flops  # noqa: E402
+from pretrain import flops  # noqa: E402
 
 SPECIAL_IDS = {"pad": 0, "unk": 100, "cls": 101, "sep": 102, "mask": 103}
 NUM_RECORDS = 512  # enough that batches differ; the pipeline repeats them
@@ -103,7 +103,7 @@ def time_ours(size, batch, precision, args):
   """Our Trainer's compiled train loop: warmup (trace + compile), then the
   best of `args.loops` calls of `args.steps` steps each."""
   import keras
-  import configure_pretraining
+  from pretrain import config as configure_pretraining
   from pretrain.trainer import Trainer
 
   model_dir = tempfile.mkdtemp(dir=args.work_dir)
@@ -146,7 +146,7 @@ def time_ours(size, batch, precision, args):
 def time_pipeline(batch, args, batches=200):
   """The input pipeline alone (pretrain/data.py: read, parse, mask,
   batch, prefetch) in sequences/s, as the train step consumes it."""
-  import configure_pretraining
+  from pretrain import config as configure_pretraining
   from pretrain import data
   config = configure_pretraining.load_config([
       "--hparams", os.path.join(ROOT, "configs", "electra_small.json"),
@@ -247,7 +247,7 @@ def hf_flops_per_step(size, batch, args):
   """Matmul FLOPs of the transformers step: as ours, but its generator's
   vocabulary projection runs at every position, not only the masked."""
   gen = hf_configs(size, args.vocab_size, args.seq_len)[2]
-  from configure_pretraining import PretrainingConfig
+  from pretrain.config import PretrainingConfig
   config = PretrainingConfig(model_size=size, vocab_size=args.vocab_size,
                              max_seq_length=args.seq_len,
                              train_batch_size=batch)
@@ -321,7 +321,7 @@ def print_table(entries, peaks):
           f"{e['mfu']:8.1%} {e['mfu_vs_fp32_peak']:8.1%}")
   print(f"peak matmul: fp32 {peaks['float32']:.3f} TFLOP/s, bf16 "
         f"{peaks['bfloat16']:.3f} TFLOP/s; MFU = model matmul FLOPs "
-        "(util/flops.model_flops_per_step, 3x forward) x steps/s / peak")
+        "(pretrain/flops.model_flops_per_step, 3x forward) x steps/s / peak")
 
 
 def main(argv=None):

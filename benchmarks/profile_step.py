@@ -47,7 +47,7 @@ NOT_OPS = ("ThreadpoolListener", "ExecutorState", "ParallelFor")
 
 def profile_trainer(args, work_dir):
   """Writes a profile of `args.steps` steps; returns (xplane, step_s)."""
-  import configure_pretraining
+  from pretrain import config as configure_pretraining
   from benchmarks import pretrain_throughput as throughput
   from pretrain.trainer import Trainer
 

@@ -76,7 +76,7 @@ def load_sentences(args):
 
 
 def build_scorer(name, args, tokenizer):
-  from configure_pretraining import PretrainingConfig
+  from pretrain.config import PretrainingConfig
   from pretrain.objectives import build_model
   from scoring.pll import Scorer
   objective, method, _ = METHODS[name]

@@ -7,7 +7,7 @@ Runs every matmul the step runs (forward, and the two of each backward:
 dX and dW; attention scores and context) back to back in one tf.function,
 beside a 2048^3 matmul. How close they come to the peak is the ceiling on
 MFU for these shapes; the rest of a real step's time is everything else.
-Counts match util/flops.model_flops_per_step.
+Counts match pretrain/flops.model_flops_per_step.
 """
 
 import os

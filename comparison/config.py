@@ -5,7 +5,7 @@ import dataclasses
 import os
 
 from configure_finetuning import FinetuningConfig
-from configure_pretraining import PretrainingConfig
+from pretrain.config import PretrainingConfig
 from scoring.config import ScoringConfig
 from util import storage
 from util.config import apply_overrides

@@ -16,6 +16,7 @@ import sys
 import time
 
 from comparison.config import ROOT
+from training.progress import format_seconds
 from util import storage
 from util.errors import UserError
 
@@ -172,10 +173,3 @@ def data_result(job, stdout):
 def pretrain_result(job, stdout):
   del stdout
   return {"steps": job.info["steps"], "flops": job.units}
-
-
-def format_seconds(seconds):
-  seconds = int(seconds)
-  if seconds >= 3600:
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-  return f"{seconds // 60}m{seconds % 60:02d}s"

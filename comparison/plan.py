@@ -2,9 +2,9 @@
 
 ELECTRA section 3.5 and the Lite-ELECTRA report compare objectives "for the
 same amount of training FLOPs": every run here spends `budget_flops` (the
-ELECTRA appendix E convention of util/flops.py), so an objective with a
+ELECTRA appendix E convention of pretrain/flops.py), so an objective with a
 costlier step (ELECTRA's generator, SCRIPT's second pass) gets fewer steps.
-Pure Python (no TensorFlow), so a plan prints in a second.
+It imports the objectives' registry (Keras) but trains nothing.
 """
 
 import dataclasses
@@ -12,11 +12,13 @@ import json
 import os
 
 from comparison.config import ROOT
-from configure_pretraining import OBJECTIVES
-from configure_pretraining import PretrainingConfig
-from util import flops
+from pretrain.config import PretrainingConfig
+from pretrain import flops
 from util.config import apply_overrides
 from util.errors import UserError
+from pretrain import load_objectives
+
+OBJECTIVES = load_objectives().objective_names()
 
 # Names that are a preset of their own; the rest of OBJECTIVES run on the
 # ELECTRA preset of the size with `objective` switched (section 3.5's

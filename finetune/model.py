@@ -5,10 +5,11 @@ import dataclasses
 import keras
 
 from interop.weights import encoder_slots
+from loading import runs
 from model import Encoder
 from model.config import get_model_config
 from model.config import scale_config
-from pretrain import runs
+from pretrain.objectives import objective_class
 from util.errors import UserError
 
 
@@ -48,7 +49,7 @@ def encoder_config_for(pretrained, config):
   encoder = get_model_config(p.model_size, p.vocab_size,
                              p.model_hparam_overrides)
   if config.init_from == "generator":
-    if p.objective in ("mlm", "script"):
+    if objective_class(p.objective).MAIN_NETWORK == "generator":
       raise UserError(f"a {p.objective} model has no separate generator; "
                       "use init_from=discriminator")
     if p.two_tower_generator or p.uniform_generator or p.unigram_generator:
@@ -90,9 +91,8 @@ def pretrained_encoder_weights(pretrained, config):
   """{name: array} of the run's encoder that fine-tuning starts from (read
   once; every trial assigns them with set_encoder_weights)."""
   p = pretrained.config
-  mlm_only = p.objective in ("mlm", "script")
-  need = ("generator" if config.init_from == "generator" or mlm_only
-          else "discriminator",)
+  need = ("generator" if config.init_from == "generator" else
+          objective_class(p.objective).MAIN_NETWORK,)
   if pretrained.source is not None:
     # Another format: its encoder by name, heads or not (a KerasHub
     # backbone or a transformers ElectraModel has none; fine-tuning needs

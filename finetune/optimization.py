@@ -11,7 +11,7 @@ import re
 import keras
 from keras import ops
 
-from pretrain.optimization import WarmupPolynomialDecay
+from training.optimization import WarmupPolynomialDecay
 
 
 def depth_of(path, num_layers, encoder_name="encoder"):

@@ -23,13 +23,14 @@ from finetune.model import encoder_config_for
 from finetune.model import pretrained_encoder_weights
 from finetune.model import set_encoder_weights
 from finetune.optimization import create_optimizer
-from pretrain import distribution
-from pretrain import runs
-from pretrain.trainer import format_seconds
+from loading import runs
+from loading.sources import find_pretrained
+from training import distribution
+from training.progress import Progress
+from training.progress import format_seconds
 from util import outputs
 from util import storage
 from util.errors import UserError
-from util.progress import Progress
 
 
 def model_inputs(features):
@@ -46,7 +47,7 @@ class FinetuningRunner:
 
   def __init__(self, config):
     self.config = config
-    self.pretrained = runs.find_pretrained(config.init_checkpoint or (
+    self.pretrained = find_pretrained(config.init_checkpoint or (
         os.path.join(config.data_dir, "models", config.model_name)
         if config.data_dir and config.model_name else ""))
     p = self.pretrained.config

@@ -23,51 +23,11 @@ import json
 
 from keras import ops
 
-from pretrain import losses
 from util.errors import UserError
 from util.tf_quiet import import_tensorflow
 
 IDS_SIGNATURE = "serving_default"
 TEXT_SIGNATURE = "serve_text"
-
-
-def _network(model):
-  """(encoder, head, layers) of a pretraining model: head(hidden, mask)
-  gives the extra outputs of its objective; layers hold its variables."""
-  from pretrain.objectives import ElectraModel
-  from pretrain.objectives import ElectricModel
-  from pretrain.objectives import MaskedLMModel
-  from pretrain.objectives import ScriptModel
-  f32 = lambda x: ops.cast(x, "float32")  # noqa: E731
-  if isinstance(model, ElectraModel):
-    encoder = model.discriminator
-    if not hasattr(model, "discriminator_predictions"):
-      # Replace / All-Tokens MLM: the main model predicts the originals.
-      lm = model.main_predictions
-
-      def lm_head(hidden, unused_mask):
-        return {"mlm_logits": f32(lm(hidden, encoder.embeddings.token_table))}
-      return encoder, lm_head, [encoder, lm]
-    disc = model.discriminator_predictions
-    energy = isinstance(model, ElectricModel)
-
-    def head(hidden, mask):
-      logits = f32(disc(hidden))
-      scores = -logits if energy else losses.log_sigmoid(-logits)
-      return {"logits": logits, "token_scores": scores * mask}
-    return encoder, head, [encoder, disc]
-  if isinstance(model, (ScriptModel, MaskedLMModel)):
-    encoder, lm = model.encoder, model.mlm_predictions
-    critic = isinstance(model, ScriptModel)
-
-    def head(hidden, mask):
-      out = {"mlm_logits": f32(lm(hidden, encoder.embeddings.token_table))}
-      if critic:  # SCRIPT: p(real) = S / (S + 1), S = sum_v exp(s_v)
-        out["logits"] = losses.self_critic_logits(out["mlm_logits"])
-        out["token_scores"] = losses.log_sigmoid(-out["logits"]) * mask
-      return out
-    return encoder, head, [encoder, lm]
-  raise UserError(f"cannot export a {type(model).__name__} as a SavedModel")
 
 
 def _weight_map(model, variables):
@@ -102,7 +62,8 @@ def export_savedmodel(model, hparams, tokenizer, vocab_file, output_dir,
   copied into assets/ ('' leaves it out: the graph holds the vocabulary
   anyway); max_seq_length: where serve_text cuts (default: the run's)."""
   tf = import_tensorflow(with_text=True)
-  encoder, head, layers = _network(model)
+  # The objective's own: head(hidden, mask) gives its extra outputs.
+  encoder, head, layers = model.export_head()
   max_len = max_seq_length or hparams.max_seq_length
   if not 2 <= max_len <= encoder.config.max_position_embeddings:
     raise UserError(f"max_seq_length must be in [2, "

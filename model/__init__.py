@@ -1,7 +1,7 @@
 """The transformer core and its heads (Keras 3; keras.ops only).
 
 Names load on first use, so `model.config` (sizes and presets, pure Python)
-imports without Keras: config modules and util/flops.py read it.
+imports without Keras: config modules read it.
 """
 
 import importlib

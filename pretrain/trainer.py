@@ -17,17 +17,20 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from pretrain import checkpointing
+from interop.weights import import_weights
+from interop.weights import networks
 from pretrain import data
-from pretrain import distribution
-from pretrain import optimization
-from pretrain import runs
-from pretrain.runs import CONFIG_FILE
+from pretrain import run_config
+from pretrain.run_config import CONFIG_FILE
 from pretrain.objectives import build_model
-from util import flops
+from training import checkpointing
+from training import distribution
+from training import optimization
+from training.progress import Progress as ProgressLines
+from training.progress import format_seconds
+from pretrain import flops
 from util import storage
 from util.errors import UserError
-from util.progress import Progress as ProgressLines
 
 # Changing these between a checkpoint and a resumed run changes the model.
 ARCHITECTURE_KEYS = (
@@ -39,10 +42,14 @@ ARCHITECTURE_KEYS = (
 
 
 class Trainer:
-  """Builds model, optimizer, data and checkpoints for a PretrainingConfig."""
+  """Builds model, optimizer, data and checkpoints for a PretrainingConfig.
+  `open_source(path)` -> a Source (loading/sources.py) reads
+  init_checkpoint; run_pretraining.py passes it (pretrain/ is below the
+  loading layer)."""
 
-  def __init__(self, config):
+  def __init__(self, config, open_source=None):
     self.config = config
+    self.open_source = open_source
     distribution.configure_threads(config)
     self.strategy = distribution.get_strategy(config)
     self.num_replicas = self.strategy.num_replicas_in_sync
@@ -118,21 +125,21 @@ class Trainer:
     if not latest:
       return True  # nothing trained yet: the saved config describes nothing
     step = latest.rsplit("-", 1)[-1]
-    changes = runs.hparam_changes(old, c)
+    changes = run_config.hparam_changes(old, c)
     raised = [ch for ch in changes
               if ch[0] == "num_train_steps" and ch[2] > ch[1]]
     others = [ch for ch in changes if ch not in raised]
     if others and not c.accept_hparam_changes:
       raise UserError(
           f"{c.model_dir} was trained (to step {step}) with other hparams: "
-          f"{runs.describe_changes(others)}; pass the run's own hparams "
-          f"(see its {CONFIG_FILE}), or --accept-hparam-changes to go on "
-          "with these (its old config is kept)")
+          f"{run_config.describe_changes(others)}; pass the run's own "
+          f"hparams (see its {CONFIG_FILE}), or --accept-hparam-changes to "
+          "go on with these (its old config is kept)")
     if not c.do_train:
       if others:
         print(f"note: evaluating with hparams that differ from the run's "
-              f"(--accept-hparam-changes): {runs.describe_changes(others)}",
-              flush=True)
+              "(--accept-hparam-changes): "
+              f"{run_config.describe_changes(others)}", flush=True)
       return False
     if raised:
       print(f"num_train_steps raised from {raised[0][1]} to {raised[0][2]}: "
@@ -140,9 +147,9 @@ class Trainer:
             "schedule now ends at the new count)", flush=True)
     if others:
       print(f"hparams changed from step {step} on (--accept-hparam-changes):"
-            f" {runs.describe_changes(others)}", flush=True)
+            f" {run_config.describe_changes(others)}", flush=True)
     if changes and self.is_chief:
-      kept = runs.keep_config(c.model_dir, text, step)
+      kept = run_config.keep_config(c.model_dir, text, step)
       print(f"the run's previous config is kept as {kept}", flush=True)
     return True
 
@@ -177,22 +184,21 @@ class Trainer:
 
   def _initialise(self, path):
     """Weights (no optimizer state) from another run of ours with this
-    architecture, or from any format interop/sources.py reads (the TF1
+    architecture, or from any format self.open_source reads (the TF1
     release, transformers, .keras): every network of this model must be
     found there with the same shapes, else one error lists what differs."""
-    from interop.sources import open_source
-    from interop.weights import import_weights
-    from interop.weights import networks
-    if runs.is_our_run(path):
-      pretrained = runs.find_pretrained(path)
+    if self.open_source is None:
+      raise UserError(f"cannot initialise from {path}: this Trainer was "
+                      "made without open_source (loading/sources.py)")
+    source = self.open_source(path)
+    if source.kind == "ours":
       try:
         checkpointing.read_checkpoint(
-            self._checkpoint(with_optimizer=False), pretrained.checkpoint)
-        print(f"initialised weights from {pretrained.checkpoint}", flush=True)
+            self._checkpoint(with_optimizer=False), source.path)
+        print(f"initialised weights from {source.path}", flush=True)
         return
       except UserError:
         pass  # another objective or sharing: match the networks by name
-    source = open_source(path)
     weights = source.weights()
     import_weights(self.model, weights, source=path,
                    require=networks(self.model))
@@ -353,9 +359,8 @@ class Trainer:
     if not saves_position and step:
       iterator = iter(self._distributed_dataset(c.train_batch_size, True,
                                                 start_step=step))
-    switch = self._stage_switch_step()
-    if switch is not None and step >= switch:
-      self.model.set_stage(2)  # the checkpoint holds stage two's weights
+    self.model.begin_step(step, restored=True)
+    boundaries = self.model.schedule_boundaries()
     train_loop = self._build_train_loop()
     writer = self._summary_writer("train")
     if step >= c.num_train_steps:
@@ -379,8 +384,7 @@ class Trainer:
         next_log = (step // log_every + 1) * log_every
         n = min(c.iterations_per_loop, next_save - step, next_log - step,
                 c.num_train_steps - step)
-        if switch is not None and step < switch:
-          n = min(n, switch - step)
+        n = min([n] + [b - step for b in boundaries if b > step])
         loop_start = time.time()
         logs = self._run_loop(train_loop, iterator, n)
         elapsed = time.time() - loop_start
@@ -388,13 +392,13 @@ class Trainer:
         self._check_finite(logs, step, n, manager)
         lr = float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
         progress.log(step, n, elapsed, logs, lr, writer)
-        if step == switch:
-          # Two-stage training: the discriminator starts from the generator
-          # and trains alone; a new loop traces the new variable list.
-          self.model.start_stage_two()
-          train_loop = self._build_train_loop()
-          print(f"two-stage training: step {step}, discriminator initialised "
-                "from the generator, which is now frozen", flush=True)
+        if step in boundaries:
+          # The objective's own schedule (two-stage training's switch); when
+          # what trains changed, a new loop traces the new variable list.
+          changed = self.model.begin_step(step)
+          if changed:
+            train_loop = self._build_train_loop()
+            print(changed, flush=True)
         if (step % c.save_checkpoints_steps == 0 or
             step == c.num_train_steps or preemption.requested):
           path = self._save(manager, step)
@@ -404,12 +408,6 @@ class Trainer:
           raise Preempted(f"SIGTERM: saved step {step} and stopped")
     writer.flush()
     return step
-
-  def _stage_switch_step(self):
-    c = self.config
-    if c.training_algorithm != "two_stage":
-      return None
-    return c.two_stage_generator_steps
 
   def _run_loop(self, train_loop, iterator, n):
     """One host call of n steps; data errors become one clear line."""
@@ -462,9 +460,8 @@ class Trainer:
       self._initialise(c.init_checkpoint)
     else:
       print("note: no checkpoint in model_dir; evaluating initial weights")
-    switch = self._stage_switch_step()
-    if switch is not None and int(self.optimizer.iterations.numpy()) >= switch:
-      self.model.set_stage(2)
+    self.model.begin_step(int(self.optimizer.iterations.numpy()),
+                          restored=True)
     iterator = iter(self._distributed_dataset(c.eval_batch_size, False))
     keys = tuple(self.model.LOG_KEYS) + tuple(self.model.EVAL_KEYS)
 
@@ -554,10 +551,3 @@ class Progress:
 
 def count_params(model):
   return int(sum(np.prod(v.shape) for v in model.trainable_variables))
-
-
-def format_seconds(seconds):
-  seconds = int(seconds)
-  if seconds >= 3600:
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-  return f"{seconds // 60}m{seconds % 60:02d}s"

@@ -13,6 +13,7 @@ from util.config import require_model_path
 from util.errors import UserError
 from util.outputs import check_new_file
 from util.outputs import same_file
+from pretrain import load_objectives
 
 MODES = ("sentences", "blimp", "nbest")
 # Flags that only some modes read -> those modes.
@@ -21,7 +22,15 @@ FLAG_MODES = {"input_file": ("sentences",), "output_file": ("sentences",),
               "blimp_limit": ("blimp",), "nbest_dev": ("nbest",),
               "nbest_test": ("nbest",), "nbest_limit": ("nbest",),
               "results_file": ("blimp", "nbest")}
-METHODS = ("electric", "script", "mlm", "electra")
+# Token-by-token estimators of scoring/pll.py; every objective's own
+# one-pass estimator (its PLL_METHOD, e.g. electric, script) joins them.
+TOKEN_BY_TOKEN_METHODS = ("mlm", "electra")
+
+
+def methods():
+  registry = load_objectives().REGISTRY
+  own = [c.PLL_METHOD for c in registry.values() if c.PLL_METHOD]
+  return tuple(dict.fromkeys(own + list(TOKEN_BY_TOKEN_METHODS)))
 
 
 @dataclasses.dataclass
@@ -73,7 +82,7 @@ class ScoringConfig:
     require_model_path(self)
     check_choice("mode", self.mode, MODES)
     if self.method:
-      check_choice("method", self.method, METHODS,
+      check_choice("method", self.method, methods(),
                    note=" (or empty for the objective's own)")
     for name in ("batch_size", "top_k"):
       if getattr(self, name) <= 0:

@@ -9,43 +9,21 @@ from keras import ops
 
 from model.positions import gather_positions
 from pretrain import losses
-from pretrain.objectives.electra import ElectraModel
-from pretrain.objectives.mlm import MaskedLMModel
-from pretrain.objectives.script import ScriptModel
 
 NEG_INF = -1e9
 
 
 def one_pass(model, features, positions):
-  """Per-token PLL [B, P] at `positions`, in one pass on the clean text:
-  Electric's -E(x)_t (its `pseudo_log_likelihood`) or SCRIPT's log p(real_t
-  | x) = log_sigmoid(logsumexp_v s_tv), whose vocabulary projection runs
-  at `positions` only (not at [CLS], [SEP] or padding)."""
-  if isinstance(model, ScriptModel):
-    logits = model.vocab_logits(features["input_ids"], features, positions,
-                                training=False)
-    return losses.log_sigmoid(-losses.self_critic_logits(logits))
-  pll = ops.cast(model.pseudo_log_likelihood(features), "float32")
-  return gather_positions(pll, positions)
+  """Per-token PLL [B, P] at `positions`, in one pass on the clean text
+  (Electric's -E(x)_t, SCRIPT's log p(real_t | x)): the objective's own."""
+  return model.one_pass_pll(features, positions)
 
 
 def masked_lm_logits(model, features, positions):
   """Vocabulary logits [B, P, V] at `positions` of masked_input_ids: the
-  masked LM of a BERT or SCRIPT model, else an ELECTRA-family generator
-  (a two-tower one reads input_ids, never the token it predicts). The
-  vocabulary projection runs at `positions` only."""
-  masked = features["masked_input_ids"]
-  if isinstance(model, ScriptModel):
-    return model.vocab_logits(masked, features, positions, training=False)
-  if isinstance(model, MaskedLMModel):
-    hidden = model.encoder(masked, features["input_mask"],
-                           features["segment_ids"], training=False)
-    return model.mlm_predictions(gather_positions(hidden, positions),
-                                 model.encoder.embeddings.token_table)
-  if isinstance(model, ElectraModel):
-    logits, _ = model.generator(features, positions, training=False)
-    return logits
-  raise ValueError(f"{type(model).__name__} has no masked LM")
+  masked LM of a BERT or SCRIPT model, else the generator's; the vocabulary
+  projection runs at `positions` only."""
+  return model.masked_lm_logits(features, positions)
 
 
 def masked_lm(model, features, positions, targets):

@@ -27,15 +27,14 @@ import numpy as np
 import tensorflow as tf
 from scipy.special import logsumexp
 
-from pretrain.objectives.electra import ElectraModel
 from scoring import estimators
-from scoring.config import METHODS
+from scoring.config import TOKEN_BY_TOKEN_METHODS
+from training.progress import Progress
 from util.config import check_choice
 from util.errors import UserError
-from util.progress import Progress
 
-DEFAULT_METHOD = {"electric": "electric", "script": "script", "mlm": "mlm",
-                  "electra": "electra", "electra_15": "electra"}
+# Any method but the token-by-token ones is an objective's own one-pass PLL
+# (Electric's, SCRIPT's: PretrainingModel.one_pass_pll).
 CHUNK = 2048  # sentences per scoring round (bounds the row index arrays)
 WIDTH_MULTIPLE = 8  # batch widths rounded up: few distinct shapes
 
@@ -53,24 +52,23 @@ class SentenceScore:
 
 
 def resolve_method(objective, method, model):
-  """The estimator for `objective` (the objective's own when empty)."""
+  """The estimator for `model` (a pretraining objective's): `method`, or
+  its objective's own when empty; `objective` names it in messages."""
+  own = model.PLL_METHOD
   if not method:
-    if objective not in DEFAULT_METHOD:
+    if not own:
       raise UserError(f"objective {objective} has no PLL estimator of its "
                       "main model; pass --method mlm to score with its "
                       "generator")
-    method = DEFAULT_METHOD[objective]
-  check_choice("method", method, METHODS)
-  ok = {"electric": objective == "electric",
-        "script": objective == "script",
-        "electra": objective in ("electra", "electra_15"),
-        "mlm": objective in ("mlm", "script") or (
-            isinstance(model, ElectraModel) and model.has_generator_network)}
-  if not ok[method]:
+    method = own
+  if method not in model.pll_methods():
     raise UserError(f"method {method} cannot score a model pretrained with "
-                    f"objective {objective} (its own: "
-                    f"{DEFAULT_METHOD.get(objective, 'none')})")
+                    f"objective {objective} (its own: {own or 'none'})")
   return method
+
+
+def one_pass(method):
+  return method not in TOKEN_BY_TOKEN_METHODS
 
 
 def appendix_g_log_p(log_pg, disc_logits, valid, slot, log_a):
@@ -112,8 +110,8 @@ class Scorer:
         raise UserError(f"top_k must be in [1, {room}] for this vocabulary, "
                         f"got {top_k}")
     p_mask = hparams.mask_prob
-    self.log_a = (-np.inf if hparams.objective == "electra_15" else
-                  float(np.log((1 - p_mask) / p_mask)))
+    self.log_a = (model.appendix_g_log_a() if self.method == "electra"
+                  else float(np.log((1 - p_mask) / p_mask)))
     self._steps = self._make_steps()
     self.last_stats = {}
     self._progress = None  # a Progress while score() reports to a log
@@ -123,7 +121,7 @@ class Scorer:
   def from_run(cls, path, vocab_file="", data_dir="", **kwargs):
     """A Scorer of the pretraining run at `path` (a model_dir or a
     checkpoint prefix); kwargs as the constructor's."""
-    from scoring.loading import load_run
+    from loading.scoring import load_run
     hparams, model, tokenizer = load_run(
         path, vocab_file, data_dir, method=kwargs.get("method") or "")
     return cls(model, hparams, tokenizer, **kwargs)
@@ -146,7 +144,8 @@ class Scorer:
     try:
       for begin in range(0, len(sentences), CHUNK):
         chunk = [t[:limit] for t in tokens[begin:begin + CHUNK]]
-        plls, n = getattr(self, f"_{self.method}")(chunk)
+        plls, n = (self._one_pass(chunk) if one_pass(self.method) else
+                   getattr(self, f"_{self.method}")(chunk))
         rows += n
         for i, (ids, pll) in enumerate(zip(chunk, plls)):
           out.append(SentenceScore(sentences[begin + i], ids, pll,
@@ -177,7 +176,7 @@ class Scorer:
     generator pass plus up to top_k + 1 discriminator passes per token
     (electra; fewer when the original is among the top k)."""
     counts = np.asarray(token_counts, np.int64)
-    if self.method in ("electric", "script"):
+    if one_pass(self.method):
       return int(np.count_nonzero(counts))
     per_token = 1 if self.method == "mlm" else self.top_k + 2
     return int(counts.sum()) * per_token
@@ -192,7 +191,7 @@ class Scorer:
     mean = float(np.mean(counts))
     total = self.passes(counts) * len(sentences) / max(len(sample), 1)
     k = self.top_k
-    if self.method in ("electric", "script"):
+    if one_pass(self.method):
       line = (f"method {self.method}: 1 pass per sentence (every token at "
               f"once), {total:,.0f} passes for {len(sentences):,} sentences")
     else:
@@ -207,11 +206,10 @@ class Scorer:
     if self.method == "electra":
       if k > 10:
         faster.append("--top-k 10 (~12 passes per token)")
-      if isinstance(self.model, ElectraModel) and (
-          self.model.has_generator_network):
+      if "mlm" in self.model.pll_methods():
         faster.append("--method mlm (1 pass per token: the generator alone)")
-    elif self.method == "mlm" and self.hparams.objective == "script":
-      faster.append("--method script (1 pass per sentence)")
+    elif self.method == "mlm" and one_pass(self.model.PLL_METHOD):
+      faster.append(f"--method {self.model.PLL_METHOD} (1 pass per sentence)")
     if faster:
       line += "; faster: " + " or ".join(faster)
     return line
@@ -227,12 +225,6 @@ class Scorer:
     return [str(i) for i in ids]
 
   # ----------------------------------------------------------- methods
-  def _electric(self, chunk):
-    return self._one_pass(chunk)
-
-  def _script(self, chunk):
-    return self._one_pass(chunk)
-
   def _one_pass(self, chunk):
     packed, lengths = self._pack(chunk)
     sent = np.nonzero(lengths > 2)[0]

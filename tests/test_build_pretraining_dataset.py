@@ -12,7 +12,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import build_pretraining_dataset as bpd  # noqa: E402
-from util import corpus  # noqa: E402
+from dataset import build as dataset_build  # noqa: E402
+from dataset import corpus  # noqa: E402
 
 SAMPLE_DIR = REPO / "sample_data" / "corpus"
 VOCAB = REPO / "sample_data" / "vocab.txt"
@@ -48,14 +49,14 @@ def read_examples(out_dir, seq_len=SEQ):
   the number of records per shard."""
   import tensorflow as tf
   spec = {name: tf.io.FixedLenFeature([seq_len], tf.int64)
-          for name in bpd.FEATURES}
-  rows = {name: [] for name in bpd.FEATURES}
+          for name in dataset_build.FEATURES}
+  rows = {name: [] for name in dataset_build.FEATURES}
   per_file = {}
   for path in sorted(pathlib.Path(out_dir).glob("pretrain_data.tfrecord-*")):
     count = 0
     for batch in tf.data.TFRecordDataset(str(path)).batch(4096):
       parsed = tf.io.parse_example(batch, spec)
-      for name in bpd.FEATURES:
+      for name in dataset_build.FEATURES:
         assert parsed[name].dtype == tf.int64
         assert parsed[name].shape[1:] == (seq_len,)
         rows[name].append(parsed[name].numpy())
@@ -87,7 +88,7 @@ def check_dataset(out_dir, seq_len=SEQ):
   """Checks the records against metadata.json and token_counts.txt."""
   meta = metadata(out_dir)
   arrays, per_file = read_examples(out_dir, seq_len)
-  ids, mask, seg = (arrays[k] for k in bpd.FEATURES)
+  ids, mask, seg = (arrays[k] for k in dataset_build.FEATURES)
   special = meta["special_ids"]
   n = meta["num_examples"]
   assert n > 0 and ids.shape == (n, seq_len)

@@ -11,11 +11,11 @@ import pytest
 
 from comparison import plan as P
 from comparison.config import ComparisonConfig
-from configure_pretraining import OBJECTIVES
+from comparison.plan import OBJECTIVES
 from configure_pretraining import PretrainingConfig
 from tests.shared_data import SHARED
 from tests.test_pretraining_e2e import ROOT
-from util import flops
+from pretrain import flops
 from util.config import apply_overrides
 from util.errors import UserError
 
@@ -55,7 +55,7 @@ def test_every_objective_spends_the_budget(budget):
     for run in runs:
       hp = apply_overrides(PretrainingConfig(), run.hparams)
       hp.vocab_size = 8000
-      # The FLOPs come from util/flops.py for the run as it will train.
+      # The FLOPs come from pretrain/flops.py for the run as it will train.
       assert flops.total_train_flops(hp) == pytest.approx(run.flops)
       assert run.flops == pytest.approx(budget_here, rel=0.05), run.name
       assert run.checkpoint_steps[-1] == run.steps == hp.num_train_steps

@@ -6,8 +6,8 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from pretrain import example_builder  # noqa: E402
-from pretrain.example_builder import ExampleBuilder  # noqa: E402
+from dataset import example_builder  # noqa: E402
+from dataset.example_builder import ExampleBuilder  # noqa: E402
 
 CLS, SEP, PAD = 2, 3, 0
 MAX_LEN = 64

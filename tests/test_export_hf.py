@@ -18,8 +18,9 @@ import build_pretraining_dataset
 import export_model
 import run_pretraining
 from interop import hf
-from interop.sources import open_source
-from pretrain import runs
+from loading import runs
+from loading.sources import find_pretrained
+from loading.sources import open_source
 from scoring.pll import Scorer
 from tests.test_scoring import SENTENCES
 from tests.test_scoring import save_run
@@ -98,7 +99,7 @@ def test_transformers_loads_our_export_with_the_same_logits(exported, name,
 def test_round_trip_ours_to_hf_to_ours_keeps_every_weight(exported):
   data_dir, made = exported
   _, model, out = made["electra"]
-  back = runs.restore_model(runs.find_pretrained(out))
+  back = runs.restore_model(find_pretrained(out))
   assert open_source(out).kind == "hf"
   mine = {v.path: np.asarray(v) for v in model.trainable_variables}
   for v in back.trainable_variables:
@@ -130,7 +131,7 @@ def test_a_transformers_made_electra_imports_with_the_same_outputs(
   tokenizer = runs.load_tokenizer_for(h)
   ids, mask, segs = batch(tokenizer)
 
-  pretrained = runs.find_pretrained(str(tmp_path))
+  pretrained = find_pretrained(str(tmp_path))
   p = pretrained.config
   assert (p.objective, p.weight_sharing, p.generator_hidden_size) == (
       "electra", "embeddings", 0.5)

@@ -20,7 +20,7 @@ from configure_pretraining import PretrainingConfig
 from interop.keras_archive import export_keras
 from interop.savedmodel import export_savedmodel
 from pretrain.objectives import build_model
-from pretrain.runs import load_tokenizer_for
+from loading.runs import load_tokenizer_for
 from tests.test_scoring import MICRO
 from tests.test_scoring import PAD
 from tests.test_scoring import save_run
@@ -263,12 +263,13 @@ def test_savedmodel_and_keras_archive_load_back_as_pretrained_models(
   """--init-checkpoint / fine-tuning read both back: the discriminator's
   weights (GDES tables as exported, shared + delta) come back exactly."""
   from interop.weights import export_weights
-  from pretrain import runs
+  from loading import runs
+  from loading.sources import find_pretrained
   model = exported["runs"]["electra"][1]
   want = export_weights(model, "discriminator")
   for path, kind in ((exported["root"] / "electra", "savedmodel"),
                      (exported["root"] / "disc.keras", "keras")):
-    pretrained = runs.find_pretrained(str(path))
+    pretrained = find_pretrained(str(path))
     assert pretrained.source.kind == kind
     back = runs.restore_model(pretrained, need=("discriminator",))
     got = export_weights(back, "discriminator")

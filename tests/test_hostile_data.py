@@ -28,11 +28,11 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import build_pretraining_dataset as bpd  # noqa: E402
 import configure_pretraining  # noqa: E402
+from dataset import build as dataset_build  # noqa: E402
+from dataset import corpus  # noqa: E402
 from tests.test_build_pretraining_dataset import read_examples  # noqa: E402
 from tests.test_build_pretraining_dataset import run_builder  # noqa: E402
-from util import corpus  # noqa: E402
 
 VOCAB = REPO / "sample_data" / "vocab.txt"
 SAMPLE = REPO / "sample_data" / "corpus" / "wiki_sample.txt"
@@ -250,10 +250,10 @@ def check_build(out_dir, seq=SEQ):
   through the training pipeline. Returns (metadata, arrays)."""
   meta = json.loads((out_dir / "metadata.json").read_text())
   assert meta["max_seq_length"] == seq
-  assert set(meta["skipped"]) == set(bpd.SKIP_REASONS)
+  assert set(meta["skipped"]) == set(dataset_build.SKIP_REASONS)
   assert all(isinstance(n, int) and n >= 0 for n in meta["skipped"].values())
   arrays, per_shard = read_examples(out_dir, seq)
-  ids, mask, seg = (arrays[k] for k in bpd.FEATURES)
+  ids, mask, seg = (arrays[k] for k in dataset_build.FEATURES)
   n = meta["num_examples"]
   assert n > 0 and ids.shape == mask.shape == seg.shape == (n, seq)
   assert per_shard == {
@@ -294,7 +294,7 @@ def _done_line(stdout):
 
 
 def _expected_skipped(names):
-  total = dict.fromkeys(bpd.SKIP_REASONS, 0)
+  total = dict.fromkeys(dataset_build.SKIP_REASONS, 0)
   for name in names:
     for key, n in EXPECTED[name][1].items():
       total[key] += n
@@ -315,8 +315,9 @@ def test_each_case_alone(cases, tmp_path, capsys, name):
     return
   meta, arrays = check_build(tmp_path / "out")
   assert meta["skipped"] == _expected_skipped([name])
-  assert (f"skipped: {bpd.describe_counts(meta['skipped'], bpd.SKIP_REASONS)}"
-          in _done_line(out))
+  described = dataset_build.describe_counts(meta["skipped"],
+                                           dataset_build.SKIP_REASONS)
+  assert f"skipped: {described}" in _done_line(out)
   unk = meta["special_ids"]["unk"]
   if name == "huge_line":
     assert meta["num_long_sentences_split"] >= 1
@@ -356,7 +357,9 @@ def test_mixed_directory(cases, tmp_path, capsys):
   expected = _expected_skipped(EXPECTED)
   assert meta["skipped"] == expected
   done = _done_line(out)
-  assert f"skipped: {bpd.describe_counts(expected, bpd.SKIP_REASONS)};" in done
+  described = dataset_build.describe_counts(expected,
+                                           dataset_build.SKIP_REASONS)
+  assert f"skipped: {described};" in done
   for phrase in ("2 binary/non-UTF-8 files", "unreadable files",
                  "malformed JSON lines", "1 repeated directory (symlink loop)",
                  "empty docs", "cleaned: 6 lines with undecodable bytes"):
@@ -553,7 +556,7 @@ def test_cli_subprocesses(cases, tmp_path):
 
 
 def test_long_sentence_fills_examples_in_order():
-  from pretrain.example_builder import ExampleBuilder
+  from dataset.example_builder import ExampleBuilder
   cls, sep, pad = 2, 3, 0
   builder = ExampleBuilder(SEQ, cls, sep, pad, random.Random(0))
   assert builder.add_sentence([10, 11]) is None  # pending before the long one

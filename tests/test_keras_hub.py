@@ -23,16 +23,17 @@ import run_finetuning
 import run_pretraining
 from configure_finetuning import FinetuningConfig
 from configure_pretraining import PretrainingConfig
+from dataset import corpus
 from finetune.model import FinetuningModel
 from finetune.model import encoder_config_for
 from finetune.model import pretrained_encoder_weights
 from finetune.model import set_encoder_weights
-from interop.sources import open_source
-from pretrain import runs
-from pretrain.checkpointing import make_checkpoint
+from loading import runs
+from loading.sources import find_pretrained
+from loading.sources import open_source
 from pretrain.objectives import build_model
 from tests.shared_data import SHARED
-from util import corpus
+from training.checkpointing import make_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(ROOT, "sample_data", "vocab_8k.txt")
@@ -219,7 +220,7 @@ def test_a_preset_keras_hub_made_fine_tunes(tmp_path, capsys):
   config = FinetuningConfig(init_checkpoint=preset, raw_data_dir=str(raw),
                             output_dir=str(tmp_path / "out"),
                             task_names="rte", hidden_dropout_prob=0.0)
-  pretrained = runs.find_pretrained(preset)
+  pretrained = find_pretrained(preset)
   encoder_config = encoder_config_for(pretrained, config)
   assert encoder_config.hidden_act == "gelu_approx"
   model = FinetuningModel(encoder_config, [], name="ft")

@@ -17,7 +17,7 @@ import pytest
 
 from configure_pretraining import PretrainingConfig
 from pretrain.objectives import build_model
-from util import flops
+from pretrain import flops
 from tests.test_objectives import MICRO
 from tests.test_objectives import PICKS
 from tests.test_objectives import SEQ
@@ -78,7 +78,7 @@ def preset_losses(name):
 
 
 def preset_flops(name):
-  """Training FLOPs per step at the preset's own sizes (util/flops.py)."""
+  """Training FLOPs per step at the preset's own sizes (pretrain/flops.py)."""
   file = "electra_small" if name in VARIANTS else name
   with open(os.path.join(ROOT, "configs", f"{file}.json")) as f:
     preset = dict(json.load(f), **VARIANTS.get(name, {}))

@@ -15,11 +15,12 @@ import pytest
 import build_pretraining_dataset
 import run_finetuning
 import run_scoring
+from dataset import build as dataset_build
 from tests.test_finetuning_e2e import QUICK
 from tests.test_finetuning_e2e import pretrained  # noqa: F401 (fixture)
 from tests.test_pretraining_e2e import data_dir  # noqa: F401 (fixture)
 from tests.test_scoring import runs  # noqa: F401 (fixture)
-from util import progress
+from training import progress
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -114,8 +115,8 @@ def test_scoring_says_its_cost_first_and_shows_progress(runs, capsys,  # noqa: F
 
 def test_dataset_building_reports_share_done_and_eta(tmp_path, capsys,
                                                      monkeypatch):
-  monkeypatch.setattr(build_pretraining_dataset, "_PROGRESS_SECONDS", 0.0)
-  monkeypatch.setattr(build_pretraining_dataset, "_SENTENCES_PER_BATCH", 2000)
+  monkeypatch.setattr(dataset_build, "_PROGRESS_SECONDS", 0.0)
+  monkeypatch.setattr(dataset_build, "_SENTENCES_PER_BATCH", 2000)
   build_pretraining_dataset.main([
       "--corpus-dir", os.path.join(ROOT, "sample_data", "corpus"),
       "--vocab-file", os.path.join(ROOT, "sample_data", "vocab_8k.txt"),

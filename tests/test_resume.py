@@ -12,7 +12,7 @@ import tensorflow as tf
 import run_pretraining
 from tests.test_pretraining_e2e import data_dir  # noqa: F401 (fixture)
 from tests.test_pretraining_e2e import hparams
-from util import progress
+from training import progress
 
 
 def config_of(model_dir, name="pretrain_config.json"):

@@ -19,12 +19,12 @@ from scipy.special import logsumexp
 
 import run_scoring
 from configure_pretraining import PretrainingConfig
-from pretrain.checkpointing import make_checkpoint
 from pretrain.objectives import build_model
 from scoring import blimp
 from scoring import nbest
 from scoring.pll import Scorer
 from scoring.pll import appendix_g_log_p
+from training.checkpointing import make_checkpoint
 
 WORDS = ("the a cat dog sat ran on mat big small red blue and is was ##s "
          "##ed quick brown fox jumps over lazy bird sings loud they we "

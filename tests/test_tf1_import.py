@@ -109,8 +109,9 @@ def small(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def small_model(small):
-  from pretrain import runs
-  return runs.restore_model(runs.find_pretrained(small[0]))
+  from loading import runs
+  from loading.sources import find_pretrained
+  return runs.restore_model(find_pretrained(small[0]))
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +135,7 @@ def expect_user_error(main, argv, capsys):
 
 # ------------------------------------------------------------ unit tests
 def test_config_is_inferred_from_the_shapes(small):
-  from interop import sources
+  from loading import sources
   prefix, _ = small
   for path in (prefix, os.path.dirname(prefix)):
     src = sources.open_source(path)
@@ -180,7 +181,7 @@ def test_outputs_match_a_numpy_forward_pass(small, small_model):
 
 
 def test_import_into_a_different_model_lists_what_differs(small):
-  from interop import sources
+  from loading import sources
   from interop.weights import import_weights
   from pretrain.objectives import build_model
   from util.errors import UserError
@@ -200,7 +201,8 @@ def test_import_into_a_different_model_lists_what_differs(small):
 # ------------------------------------------------------------ the CLIs
 def test_pretraining_continues_from_a_full_size_generator(data_dir, full,
                                                           capsys):
-  from pretrain import runs
+  from loading import runs
+  from loading.sources import find_pretrained
   prefix, values = full
   # One step at warm-up step 0 (learning rate 0): the saved weights are
   # the imported ones.
@@ -213,7 +215,7 @@ def test_pretraining_continues_from_a_full_size_generator(data_dir, full,
   assert "initialised weights from" in out, out
   model_dir = os.path.join(data_dir, "models", "from_tf1")
   assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-1")
-  model = runs.restore_model(runs.find_pretrained(model_dir))
+  model = runs.restore_model(find_pretrained(model_dir))
   assert model.generator.encoder.embeddings_project is None
   assert_holds(model, values)
 

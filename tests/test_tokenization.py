@@ -8,7 +8,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from util import corpus  # noqa: E402
+from dataset import corpus  # noqa: E402
 from util import tokenization  # noqa: E402
 from util.errors import UserError  # noqa: E402
 

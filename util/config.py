@@ -189,8 +189,10 @@ def parse_args(parser, argv=None):
 
 
 def parse_config(cls, argv=None, description=None, parser=None,
-                 hparams_flag=True, defaults=None):
-  """Builds a `cls` from defaults, `--hparams` and flags.
+                 hparams_flag=True, defaults=None, check_first=None):
+  """Builds a `cls` from defaults, `--hparams` and flags; check_first(config)
+  runs before its validate() (e.g. a cheap path check before one that
+  imports TensorFlow).
 
   Returns (config, args) so a script can read its extra arguments.
   """
@@ -213,6 +215,8 @@ def parse_config(cls, argv=None, description=None, parser=None,
   flag_values = {f.name: getattr(args, f.name)
                  for f in dataclasses.fields(cls) if hasattr(args, f.name)}
   config = apply_overrides(config, flag_values, "flags")
+  if check_first is not None:
+    check_first(config)
   if hasattr(config, "validate"):
     config.validate()
   return config, args

@@ -34,3 +34,4 @@ def import_tensorflow(with_text=False):
     os.dup2(saved, 2)
     os.close(saved)
     os.close(devnull)
+

@@ -11,27 +11,59 @@
 | SCRIPT           | objective=script                 | SCRIPT section 2           | script.py      |
 Generators (masked LM, two-tower, uniform, unigram) are in generators.py;
 weight sharing and training algorithms are ElectraModel options.
+
+A new objective is one new file here: a PretrainingModel subclass whose
+NAMES register it (base.py lists the hooks the rest of the code calls), and
+its presets in configs/. Every module of this package is imported below, so
+the registry knows them all.
 """
 
-import numpy as np
+import importlib
+import pkgutil
 
 from model.config import get_model_config
-from model.config import scale_config
-from pretrain.objectives.ablations import AllTokensMLMModel
-from pretrain.objectives.ablations import ReplaceMLMModel
-from pretrain.objectives.electra import ElectraModel
-from pretrain.objectives.electric import ElectricModel
-from pretrain.objectives.generators import unigram_log_probs
-from pretrain.objectives.mlm import MaskedLMModel
-from pretrain.objectives.script import ScriptModel
+from pretrain.objectives.ablations import AllTokensMLMModel  # noqa: F401
+from pretrain.objectives.ablations import ReplaceMLMModel  # noqa: F401
+from pretrain.objectives.base import REGISTRY
+from pretrain.objectives.base import PretrainingModel  # noqa: F401
+from pretrain.objectives.electra import ElectraModel  # noqa: F401
+from pretrain.objectives.electric import ElectricModel  # noqa: F401
+from pretrain.objectives.mlm import MaskedLMModel  # noqa: F401
+from pretrain.objectives.script import ScriptModel  # noqa: F401
+from util.errors import UserError
 
-ELECTRA_FAMILY = {
-    "electra": ElectraModel,
-    "electra_15": ElectraModel,
-    "replace_mlm": ReplaceMLMModel,
-    "all_tokens_mlm": AllTokensMLMModel,
-    "electric": ElectricModel,
-}
+for _module in pkgutil.iter_modules(__path__):  # a new file registers itself
+  importlib.import_module(f"{__name__}.{_module.name}")
+
+
+def objective_names():
+  return tuple(REGISTRY)
+
+
+def objective_class(name):
+  """The PretrainingModel subclass that trains objective `name`."""
+  if name not in REGISTRY:
+    raise UserError(f"hparam 'objective' must be one of "
+                    f"{', '.join(REGISTRY)}, got '{name}'")
+  return REGISTRY[name]
+
+
+def configure(hparams):
+  """The objective's derived defaults, then its checks (PretrainingConfig's
+  resolve/validate call these)."""
+  cls = objective_class(hparams.objective)
+  cls.configure(hparams)
+  hparams.mask_scheme = hparams.mask_scheme or cls.MASK_SCHEME
+
+
+def check_hparams(hparams):
+  cls = objective_class(hparams.objective)
+  if hparams.training_algorithm not in cls.TRAINING_ALGORITHMS:
+    owners = [n for n, c in REGISTRY.items()
+              if hparams.training_algorithm in c.TRAINING_ALGORITHMS]
+    raise UserError(f"training_algorithm {hparams.training_algorithm} is "
+                    f"for objective {' or '.join(owners)}")
+  cls.check_config(hparams)
 
 
 def build_model(hparams, token_counts=None, special_ids=()):
@@ -41,20 +73,5 @@ def build_model(hparams, token_counts=None, special_ids=()):
   """
   disc_config = get_model_config(hparams.model_size, hparams.vocab_size,
                                  hparams.model_hparam_overrides)
-  if hparams.objective == "mlm":
-    return MaskedLMModel(hparams, disc_config, name="mlm")
-  if hparams.objective == "script":
-    return ScriptModel(hparams, disc_config, name="script")
-  if hparams.objective not in ELECTRA_FAMILY:
-    raise ValueError(f"unknown objective {hparams.objective}")
-  gen_config = scale_config(disc_config, hparams.generator_multiplier,
-                            hparams.generator_ffn_size,
-                            hparams.generator_heads,
-                            hparams.generator_layers)
-  unigram = None
-  if hparams.unigram_generator:
-    if token_counts is None:
-      raise ValueError("a unigram generator needs the dataset's token counts")
-    unigram = unigram_log_probs(np.asarray(token_counts), special_ids)
-  return ELECTRA_FAMILY[hparams.objective](
-      hparams, disc_config, gen_config, unigram, name=hparams.objective)
+  return objective_class(hparams.objective).from_hparams(
+      hparams, disc_config, token_counts, special_ids)

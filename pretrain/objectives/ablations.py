@@ -17,15 +17,41 @@ from model import MaskedLMHead
 from model.encoder import initializer
 from model.positions import gather_positions
 from pretrain import losses
+from pretrain.objectives.base import ALL
+from pretrain.objectives.base import MAIN
+from pretrain.objectives.base import MASKED
+from pretrain.objectives.base import Part
 from pretrain.objectives.electra import ElectraModel
 
 
-class ReplaceMLMModel(ElectraModel):
+class _MainMLM:
+  """What the two ablations share: no estimator of their own, only joint
+  training, and the main model's masked LM as the exported head."""
 
+  PLL_METHOD = ""
+  TRAINING_ALGORITHMS = ("joint",)
+
+  def export_head(self):
+    encoder, lm = self.discriminator, self.main_predictions
+
+    def head(hidden, unused_mask):
+      return {"mlm_logits": ops.cast(
+          lm(hidden, encoder.embeddings.token_table), "float32")}
+    return encoder, head, [encoder, lm]
+
+
+class ReplaceMLMModel(_MainMLM, ElectraModel):
+
+  NAMES = ("replace_mlm",)
   LOG_KEYS = ("loss", "mlm_loss", "main_loss", "mlm_accuracy",
               "main_accuracy")
   EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
                "sampled_ids", "mlm_nll", "main_predictions", "main_nll")
+
+  @classmethod
+  def flops_parts(cls, hparams, disc, gen):
+    return cls.generator_parts(hparams, gen) + [
+        Part("encoder", disc, ALL, MAIN), Part("mlm_head", disc, MASKED, MAIN)]
 
   def _build_discriminator_head(self, config):
     self.main_predictions = MaskedLMHead(config, name="main_predictions")
@@ -63,13 +89,20 @@ class ReplaceMLMModel(ElectraModel):
     return out
 
 
-class AllTokensMLMModel(ElectraModel):
+class AllTokensMLMModel(_MainMLM, ElectraModel):
 
+  NAMES = ("all_tokens_mlm",)
   LOG_KEYS = ("loss", "mlm_loss", "main_loss", "mlm_accuracy",
               "main_accuracy", "copy_probability")
   EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
                "sampled_ids", "mlm_nll", "main_correct", "main_nll",
                "input_mask", "replaced")
+
+  @classmethod
+  def flops_parts(cls, hparams, disc, gen):
+    return cls.generator_parts(hparams, gen) + [
+        Part("encoder", disc, ALL, MAIN), Part("mlm_head", disc, ALL, MAIN),
+        Part("copy_head", disc, ALL, MAIN)]
 
   def _build_discriminator_head(self, config):
     self.main_predictions = MaskedLMHead(config, name="main_predictions")

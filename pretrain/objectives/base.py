@@ -1,7 +1,30 @@
-"""What every pretraining objective provides to the one training driver."""
+"""What every pretraining objective provides, and the registry that finds it.
+
+An objective is one `PretrainingModel` subclass in one file of this package;
+its NAMES register it for the `objective` hparam. Everything the rest of the
+code asks about an objective is a hook here (defaults and checks of its
+hparams, the parts it runs for FLOPs counting, its export head, its PLL
+estimators, its per-step schedule), so no code outside this package branches
+on an objective's name or type.
+"""
+
+import collections
 
 import keras
 import numpy as np
+
+from util.errors import UserError
+
+REGISTRY = {}  # objective name -> PretrainingModel subclass
+
+# A network or head one step runs forward, for pretrain/flops pricing: kind is
+# encoder, mlm_head, two_tower_head, disc_head, copy_head or baseline_head;
+# config the TransformerConfig with its sizes (a two-tower head: one tower's);
+# where ALL tokens or the MASKED ones; network GENERATOR or MAIN (two-stage
+# training trains them apart).
+Part = collections.namedtuple("Part", "kind config where network")
+ALL, MASKED = "all", "masked"
+GENERATOR, MAIN = "generator", "main"
 
 
 class PretrainingModel(keras.Model):
@@ -13,13 +36,47 @@ class PretrainingModel(keras.Model):
   enated over batches as NumPy arrays, to `eval_metrics`.
   """
 
+  NAMES = ()  # the `objective` hparam values this class trains
   LOG_KEYS = ("loss",)
   EVAL_KEYS = ()
+  MASK_SCHEME = "electra"  # its inputs' default masking (pretrain/masking.py)
+  PLL_METHOD = ""  # its own run_scoring.py estimator ("" = none)
+  TRAINING_ALGORITHMS = ("joint",)  # the training_algorithm values it has
+  # Its main network (interop/weights.py role): fine-tuning starts there.
+  MAIN_NETWORK = "discriminator"
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    for name in cls.__dict__.get("NAMES", ()):
+      REGISTRY[name] = cls
 
   def __init__(self, hparams, **kwargs):
     super().__init__(**kwargs)
     self.hparams = hparams
 
+  # ------------------------------------------- before a model exists
+  @classmethod
+  def from_hparams(cls, hparams, disc_config, token_counts=None,
+                   special_ids=()):
+    """The model of `hparams`, variables not yet created."""
+    return cls(hparams, disc_config, name=hparams.objective)
+
+  @classmethod
+  def configure(cls, hparams):
+    """Fills this objective's derived defaults into `hparams`."""
+
+  @classmethod
+  def check_config(cls, hparams):
+    """Raises UserError for hparams this objective cannot train with."""
+
+  @classmethod
+  def flops_parts(cls, hparams, disc, gen):
+    """The Parts one training step runs, forward (pretrain/flops.py prices
+    them). disc sizes the main model, gen the generator (None: no network).
+    """
+    raise NotImplementedError(f"{cls.__name__} does not count its FLOPs")
+
+  # ---------------------------------------------------------- training
   def eval_metrics(self, arrays):
     """NumPy arrays of EVAL_KEYS (and LOG_KEYS per batch) -> metrics."""
     return {k: float(np.mean(arrays[k])) for k in self.LOG_KEYS}
@@ -27,6 +84,17 @@ class PretrainingModel(keras.Model):
   def variables_to_train(self):
     """What the optimizer updates now (two-stage training narrows it)."""
     return self.trainable_variables
+
+  def schedule_boundaries(self):
+    """Steps at which the training loop must stop and call begin_step."""
+    return ()
+
+  def begin_step(self, step, restored=False):
+    """Called at each of schedule_boundaries (and once when a run is
+    restored at `step`, with restored=True): a schedule of the objective's
+    own, such as two-stage training's switch. Returns a line to log when
+    what trains changed (the trainer then retraces its step), else None."""
+    return None
 
   def dummy_features(self, batch_size=1):
     """Zero features of the right shapes, to create variables eagerly."""
@@ -42,3 +110,22 @@ class PretrainingModel(keras.Model):
 
   def build_variables(self):
     self(self.dummy_features(), training=False)
+
+  # ------------------------------------------------ export and scoring
+  def export_head(self):
+    """(encoder, head, layers) for a SavedModel: head(hidden, mask) gives
+    the objective's extra outputs ("logits"/"token_scores"/"mlm_logits");
+    layers hold the variables exported."""
+    raise UserError(f"cannot export a {type(self).__name__} as a SavedModel")
+
+  def pll_methods(self):
+    """The PLL estimators (run_scoring.py --method) this model allows."""
+    return ()
+
+  def masked_lm_logits(self, features, positions):
+    """Vocabulary logits [B, P, V] at `positions` of masked_input_ids."""
+    raise UserError(f"a {type(self).__name__} has no masked LM")
+
+  def one_pass_pll(self, features, positions):
+    """Per-token PLL [B, P] at `positions`, one pass on the clean text."""
+    raise UserError(f"a {type(self).__name__} has no one-pass PLL")

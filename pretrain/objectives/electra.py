@@ -23,12 +23,20 @@ from model import Encoder
 from model.encoder import DisentangledEmbeddings
 from model.positions import gather_positions
 from model.positions import scatter_positions
+from model.config import scale_config
 from pretrain import losses
+from pretrain.objectives.base import ALL
+from pretrain.objectives.base import GENERATOR
+from pretrain.objectives.base import MAIN
+from pretrain.objectives.base import MASKED
+from pretrain.objectives.base import Part
 from pretrain.objectives.base import PretrainingModel
 from pretrain.objectives.generators import FixedGenerator
 from pretrain.objectives.generators import MaskedLMGenerator
 from pretrain.objectives.generators import TwoTowerGenerator
+from pretrain.objectives.generators import unigram_log_probs
 from pretrain.sampling import sample_from_softmax
+from util.errors import UserError
 
 
 def binary_metrics(y_true, probs):
@@ -50,6 +58,10 @@ def binary_metrics(y_true, probs):
 class ElectraModel(PretrainingModel):
   """Generator + discriminator, sharing what `weight_sharing` says."""
 
+  NAMES = ("electra", "electra_15")
+  PLL_METHOD = "electra"  # ELECTRA appendix G
+  TRAINING_ALGORITHMS = ("joint", "two_stage", "adversarial")
+  ENERGY = False  # Electric: the head's output is an energy, not a logit
   LOG_KEYS = ("loss", "mlm_loss", "disc_loss", "mlm_accuracy",
               "disc_accuracy", "disc_skill", "replaced_fraction")
   EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
@@ -83,6 +95,74 @@ class ElectraModel(PretrainingModel):
     self.stage = 1 if hparams.training_algorithm == "two_stage" else 0
     if hparams.training_algorithm == "adversarial":
       self.LOG_KEYS = self.LOG_KEYS + ("policy_loss", "baseline_loss")
+
+  # ------------------------------------------- before a model exists
+  @classmethod
+  def from_hparams(cls, hparams, disc_config, token_counts=None,
+                   special_ids=()):
+    gen_config = scale_config(disc_config, hparams.generator_multiplier,
+                              hparams.generator_ffn_size,
+                              hparams.generator_heads,
+                              hparams.generator_layers)
+    unigram = None
+    if hparams.unigram_generator:
+      if token_counts is None:
+        raise ValueError("a unigram generator needs the dataset's token "
+                         "counts")
+      unigram = unigram_log_probs(np.asarray(token_counts), special_ids)
+    return cls(hparams, disc_config, gen_config, unigram,
+               name=hparams.objective)
+
+  @classmethod
+  def check_config(cls, h):
+    """Generator options that cannot work together, named."""
+    same_size = all(getattr(h, f"generator_{k}") in (None, 1.0) for k in
+                    ("hidden_size", "ffn_size", "heads", "layers"))
+    fixed = h.uniform_generator or h.unigram_generator
+    if fixed and h.training_algorithm != "joint":
+      raise UserError(f"training_algorithm {h.training_algorithm} trains "
+                      "a generator; a uniform/unigram one has nothing to train")
+    if h.weight_sharing == "all" and not same_size:
+      raise UserError("weight_sharing=all (untied_generator=false) uses one "
+                      "encoder for both, so the generator_* multipliers must "
+                      "be 1.0")
+    if h.weight_sharing == "all" and h.two_tower_generator:
+      raise UserError("weight_sharing=all cannot share a bidirectional "
+                      "encoder with a two-tower generator")
+    if h.training_algorithm == "two_stage":
+      if not same_size:
+        raise UserError("training_algorithm=two_stage initialises the "
+                        "discriminator from the generator, so the generator_* "
+                        "multipliers must be 1.0 (ELECTRA section 3.2)")
+      if h.weight_sharing in ("all", "gdes") or h.two_tower_generator:
+        raise UserError("training_algorithm=two_stage copies the generator "
+                        "into a separate discriminator (weight_sharing "
+                        "embeddings or none; no two-tower generator)")
+      if not 0 <= h.two_stage_generator_steps < h.num_train_steps:
+        raise UserError("two_stage_generator_steps must be in [0, "
+                        "num_train_steps)")
+    if h.training_algorithm == "adversarial" and h.two_tower_generator:
+      raise UserError("adversarial training needs a masked-LM generator")
+
+  @classmethod
+  def generator_parts(cls, hparams, gen, where=MASKED):
+    """The generator's Parts (none for a uniform/unigram one): one or two
+    towers, its head at `where`, adversarial training's baseline."""
+    if gen is None:
+      return []
+    towers = 2 if hparams.two_tower_generator else 1
+    head = "two_tower_head" if hparams.two_tower_generator else "mlm_head"
+    parts = [Part("encoder", gen, ALL, GENERATOR)] * towers
+    parts.append(Part(head, gen, where, GENERATOR))
+    if hparams.training_algorithm == "adversarial":
+      parts.append(Part("baseline_head", gen, MASKED, GENERATOR))
+    return parts
+
+  @classmethod
+  def flops_parts(cls, hparams, disc, gen):
+    # electra_15 only drops unmasked tokens from the loss.
+    return cls.generator_parts(hparams, gen) + [
+        Part("encoder", disc, ALL, MAIN), Part("disc_head", disc, ALL, MAIN)]
 
   def _build_generator(self, hparams, gen_config, unigram):
     if hparams.uniform_generator or hparams.unigram_generator:
@@ -245,8 +325,22 @@ class ElectraModel(PretrainingModel):
       self.stage = stage
 
   # ---------------------------------------------------- two-stage training
-  def set_stage(self, stage):
-    self.stage = stage
+  def schedule_boundaries(self):
+    if self.hparams.training_algorithm != "two_stage":
+      return ()
+    return (self.hparams.two_stage_generator_steps,)
+
+  def begin_step(self, step, restored=False):
+    """Two-stage training: at the switch step the discriminator starts from
+    the generator; a run restored past it is already in stage two."""
+    if self.stage != 1 or step < self.hparams.two_stage_generator_steps:
+      return None
+    if restored:  # the checkpoint holds stage two's weights
+      self.stage = 2
+      return None
+    self.start_stage_two()
+    return (f"two-stage training: step {step}, discriminator initialised "
+            "from the generator, which is now frozen")
 
   def start_stage_two(self):
     """Copies the generator's encoder into the same-size discriminator
@@ -294,3 +388,32 @@ class ElectraModel(PretrainingModel):
     if self.has_generator_network:
       out["masked_lm_loss"] = float(np.mean(arrays["mlm_nll"][w]))
     return out
+
+  # ------------------------------------------------ export and scoring
+  def export_head(self):
+    encoder, disc = self.discriminator, self.discriminator_predictions
+    energy = self.ENERGY
+
+    def head(hidden, mask):
+      logits = ops.cast(disc(hidden), "float32")
+      scores = -logits if energy else losses.log_sigmoid(-logits)
+      return {"logits": logits, "token_scores": scores * mask}
+    return encoder, head, [encoder, disc]
+
+  def pll_methods(self):
+    own = (self.PLL_METHOD,) if self.PLL_METHOD else ()
+    return own + (("mlm",) if self.has_generator_network else ())
+
+  def masked_lm_logits(self, features, positions):
+    """The generator's (a two-tower one reads input_ids, never the token
+    it predicts)."""
+    logits, _ = self.generator(features, positions, training=False)
+    return logits
+
+  def appendix_g_log_a(self):
+    """log((1 - p_mask) / p_mask) of ELECTRA appendix G; ELECTRA 15% sees
+    only masked tokens, so its prior of an original token is 0."""
+    if self.hparams.objective == "electra_15":
+      return -np.inf
+    p_mask = self.hparams.mask_prob
+    return float(np.log((1 - p_mask) / p_mask))

@@ -16,19 +16,50 @@ from keras import ops
 from model.positions import gather_positions
 from model.positions import scatter_positions
 from pretrain import losses
+from pretrain.objectives.base import ALL
+from pretrain.objectives.base import MAIN
+from pretrain.objectives.base import Part
 from pretrain.objectives.electra import ElectraModel
 from pretrain.objectives.electra import binary_metrics
 from pretrain.sampling import sample_from_softmax
+from util.errors import UserError
 
 
 class ElectricModel(ElectraModel):
   """ELECTRA's layout (shared embeddings, discriminator = the energy
   model) with a two-tower generator and the NCE classifier."""
 
+  NAMES = ("electric",)
+  PLL_METHOD = "electric"  # one pass: sum_t -E(x)_t
+  TRAINING_ALGORITHMS = ("joint",)
+  ENERGY = True
   LOG_KEYS = ("loss", "cloze_loss", "nce_loss", "cloze_accuracy",
               "nce_accuracy", "nce_skill")
   EVAL_KEYS = ("cloze_correct", "cloze_nll", "nce_probs", "nce_labels",
                "input_mask", "pll_tokens", "scoring_mask")
+
+  @classmethod
+  def configure(cls, hparams):
+    hparams.two_tower_generator = True  # q must be a two-tower cloze model
+
+  @classmethod
+  def check_config(cls, hparams):
+    if hparams.uniform_generator or hparams.unigram_generator:
+      raise UserError(f"objective {hparams.objective} has no use for "
+                      "uniform_generator/unigram_generator")
+    super().check_config(hparams)
+
+  @classmethod
+  def flops_parts(cls, hparams, disc, gen):
+    # The NCE loss needs q of every token, replaced or not, so the cloze
+    # head runs at all T; the energy head is the discriminator's.
+    return cls.generator_parts(hparams, gen, where=ALL) + [
+        Part("encoder", disc, ALL, MAIN), Part("disc_head", disc, ALL, MAIN)]
+
+  def one_pass_pll(self, features, positions):
+    """-E(x)_t at `positions`."""
+    pll = ops.cast(self.pseudo_log_likelihood(features), "float32")
+    return gather_positions(pll, positions)
 
   def call(self, features, training=None):
     h = self.hparams

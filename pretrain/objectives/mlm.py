@@ -12,11 +12,20 @@ from model import Encoder
 from model import MaskedLMHead
 from model.positions import gather_positions
 from pretrain import losses
+from pretrain.objectives.base import ALL
+from pretrain.objectives.base import MAIN
+from pretrain.objectives.base import MASKED
+from pretrain.objectives.base import Part
 from pretrain.objectives.base import PretrainingModel
+from util.errors import UserError
 
 
 class MaskedLMModel(PretrainingModel):
 
+  NAMES = ("mlm",)
+  MASK_SCHEME = "bert"  # BERT's 80/10/10
+  PLL_METHOD = "mlm"
+  MAIN_NETWORK = "generator"  # its one network is a masked LM
   LOG_KEYS = ("loss", "mlm_loss", "mlm_accuracy")
   EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
                "mlm_nll")
@@ -25,6 +34,15 @@ class MaskedLMModel(PretrainingModel):
     super().__init__(hparams, **kwargs)
     self.encoder = Encoder(config, name="encoder")
     self.mlm_predictions = MaskedLMHead(config, name="mlm_predictions")
+
+  @classmethod
+  def check_config(cls, hparams):
+    check_no_generator(hparams)
+
+  @classmethod
+  def flops_parts(cls, hparams, disc, gen):
+    return [Part("encoder", disc, ALL, MAIN),
+            Part("mlm_head", disc, MASKED, MAIN)]
 
   def call(self, features, training=None):
     labels = features["masked_lm_ids"]
@@ -54,3 +72,33 @@ class MaskedLMModel(PretrainingModel):
             arrays["mlm_predictions"][w] == arrays["masked_lm_ids"][w])),
         "masked_lm_loss": float(np.mean(arrays["mlm_nll"][w])),
     }
+
+  # ------------------------------------------------ export and scoring
+  def export_head(self):
+    encoder, lm = self.encoder, self.mlm_predictions
+
+    def head(hidden, unused_mask):
+      return {"mlm_logits": ops.cast(
+          lm(hidden, encoder.embeddings.token_table), "float32")}
+    return encoder, head, [encoder, lm]
+
+  def pll_methods(self):
+    return ("mlm",)
+
+  def masked_lm_logits(self, features, positions):
+    hidden = self.encoder(features["masked_input_ids"],
+                          features["input_mask"], features["segment_ids"],
+                          training=False)
+    return self.mlm_predictions(gather_positions(hidden, positions),
+                                self.encoder.embeddings.token_table)
+
+
+def check_no_generator(hparams):
+  """For objectives whose one network is a masked LM: generator options
+  name something they do not have."""
+  if hparams.two_tower_generator:
+    raise UserError(f"objective {hparams.objective} has no generator "
+                    "network to make two-tower")
+  if hparams.uniform_generator or hparams.unigram_generator:
+    raise UserError(f"objective {hparams.objective} has no use for "
+                    "uniform_generator/unigram_generator")

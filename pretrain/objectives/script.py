@@ -18,15 +18,24 @@ from model import MaskedLMHead
 from model.positions import gather_positions
 from model.positions import scatter_positions
 from pretrain import losses
+from pretrain.objectives.base import ALL
+from pretrain.objectives.base import MAIN
+from pretrain.objectives.base import MASKED
+from pretrain.objectives.base import Part
 from pretrain.objectives.base import PretrainingModel
 from pretrain.objectives.electra import binary_metrics
 from pretrain.objectives.electric import pll_metrics
+from pretrain.objectives.mlm import check_no_generator
 from pretrain.sampling import gumbel_max_sample
 
 
 class ScriptModel(PretrainingModel):
   """A BERT-shaped model (names as MaskedLMModel's) that is its own critic."""
 
+  NAMES = ("script",)
+  MASK_SCHEME = "bert"
+  PLL_METHOD = "script"
+  MAIN_NETWORK = "generator"  # its one network is a masked LM
   LOG_KEYS = ("loss", "mlm_loss", "disc_loss", "mlm_accuracy",
               "disc_accuracy", "disc_skill", "replaced_fraction")
   EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
@@ -39,6 +48,19 @@ class ScriptModel(PretrainingModel):
     self.mlm_predictions = MaskedLMHead(config, name="mlm_predictions")
     self.sample_seed = keras.random.SeedGenerator(hparams.seed,
                                                   name="sample_seed")
+
+  @classmethod
+  def check_config(cls, hparams):
+    check_no_generator(hparams)
+
+  @classmethod
+  def flops_parts(cls, hparams, disc, gen):
+    # Pass 1 on the masked input, pass 2 (the critic) on the sampled one,
+    # whose negative score is a logsumexp of vocabulary logits everywhere
+    # (priced as the MLM head's softmax); backward through both.
+    encoder = Part("encoder", disc, ALL, MAIN)
+    return [encoder, Part("mlm_head", disc, MASKED, MAIN),
+            encoder, Part("mlm_head", disc, ALL, MAIN)]
 
   def vocab_logits(self, ids, features, positions=None, training=None):
     hidden = self.encoder(ids, features["input_mask"],
@@ -127,3 +149,30 @@ class ScriptModel(PretrainingModel):
     })
     out.update(pll_metrics(arrays["pll_tokens"], arrays["scoring_mask"]))
     return out
+
+  # ------------------------------------------------ export and scoring
+  def export_head(self):
+    encoder, lm = self.encoder, self.mlm_predictions
+
+    def head(hidden, mask):
+      out = {"mlm_logits": ops.cast(
+          lm(hidden, encoder.embeddings.token_table), "float32")}
+      # p(real) = S / (S + 1), S = sum_v exp(s_v)
+      out["logits"] = losses.self_critic_logits(out["mlm_logits"])
+      out["token_scores"] = losses.log_sigmoid(-out["logits"]) * mask
+      return out
+    return encoder, head, [encoder, lm]
+
+  def pll_methods(self):
+    return ("script", "mlm")
+
+  def masked_lm_logits(self, features, positions):
+    return self.vocab_logits(features["masked_input_ids"], features,
+                             positions, training=False)
+
+  def one_pass_pll(self, features, positions):
+    """log p(real_t | x) = log_sigmoid(logsumexp_v s_tv), the vocabulary
+    projection at `positions` only."""
+    logits = self.vocab_logits(features["input_ids"], features, positions,
+                               training=False)
+    return losses.log_sigmoid(-losses.self_critic_logits(logits))

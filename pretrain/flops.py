@@ -23,8 +23,9 @@ inputs and of weights).
 
 Every objective (`hp.objective` and the generator/training switches of a
 PretrainingConfig) is a list of parts, each an encoder or a head run on all
-T tokens or on the masked ones (`_parts`); both conventions price the same
-list, so they cannot disagree on what a step runs:
+T tokens or on the masked ones (its class's `flops_parts`, in
+pretrain/objectives/); both conventions price the same list, so they cannot
+disagree on what a step runs:
   mlm             encoder + MLM head at the masked positions
   electra(_15)    generator (encoder + MLM head, masked) + discriminator
                   (encoder + disc head, all T); _15 only restricts the loss
@@ -45,13 +46,20 @@ one table-sized add a step is left out).
 `train_flops_per_step`, `model_flops_per_step` (run averages over the two
 stages, or one `stage`) and `total_train_flops` take a PretrainingConfig.
 
-Pure Python: configs are read by attribute, so this imports no TF or Keras.
+Configs are read by attribute; the objectives' registry imports Keras.
 """
 
 import collections
 import copy
+import types
 
+from pretrain.config import PretrainingConfig
 from model import config as model_config
+from pretrain import load_objectives
+
+objectives = load_objectives()
+ALL = objectives.base.ALL
+GENERATOR, MAIN = objectives.base.GENERATOR, objectives.base.MAIN
 
 PAPER_TRAIN_FACTOR = 2  # forward + backward, backward = forward (appendix E)
 MATMUL_TRAIN_FACTOR = 3  # forward + 2 backward matmuls per forward matmul
@@ -266,47 +274,11 @@ def total_train_flops(hparams):
 
 
 # ------------------------------------------------- what each objective runs
-ALL, MASKED = "all", "masked"  # where a part runs: every token, or masked
-GENERATOR, MAIN = "generator", "main"  # two-stage trains these apart
-# One network or head, forward; kind is encoder, mlm_head, two_tower_head,
-# disc_head, copy_head or baseline_head; config the TransformerConfig whose
-# sizes it has (a two-tower head: one tower's).
-Part = collections.namedtuple("Part", "kind config where network")
-OBJECTIVES_WITH_GENERATOR = ("electra", "electra_15", "replace_mlm",
-                             "all_tokens_mlm", "electric")
-
-
-def _parts(objective, disc, gen, two_tower=False, adversarial=False):
-  """The parts one step of `objective` runs, forward. `disc` sizes the main
-  model, `gen` the generator (None: uniform/unigram, no network)."""
-  parts = []
-  if gen is not None and objective in OBJECTIVES_WITH_GENERATOR:
-    towers = 2 if two_tower else 1  # left-to-right and right-to-left
-    parts += [Part("encoder", gen, ALL, GENERATOR)] * towers
-    # Electric's NCE loss needs q of every token, replaced or not; the
-    # others only sample at the masked positions.
-    where = ALL if objective == "electric" else MASKED
-    head = "two_tower_head" if two_tower else "mlm_head"
-    parts.append(Part(head, gen, where, GENERATOR))
-    if adversarial:
-      parts.append(Part("baseline_head", gen, MASKED, GENERATOR))
-  encoder = Part("encoder", disc, ALL, MAIN)
-  if objective in ("electra", "electra_15", "electric"):
-    # electra_15 only drops unmasked tokens from the loss; Electric's
-    # energy is the same dense/GELU/dense head.
-    return parts + [encoder, Part("disc_head", disc, ALL, MAIN)]
-  if objective in ("mlm", "replace_mlm"):
-    return parts + [encoder, Part("mlm_head", disc, MASKED, MAIN)]
-  if objective == "all_tokens_mlm":
-    return parts + [encoder, Part("mlm_head", disc, ALL, MAIN),
-                    Part("copy_head", disc, ALL, MAIN)]
-  if objective == "script":
-    # Pass 1 on the masked input, pass 2 (the critic) on the sampled one,
-    # whose negative score is a logsumexp of vocabulary logits everywhere
-    # (priced as the MLM head's softmax); backward through both.
-    return parts + [encoder, Part("mlm_head", disc, MASKED, MAIN),
-                    encoder, Part("mlm_head", disc, ALL, MAIN)]
-  raise ValueError(f"unknown objective '{objective}'")
+# Each objective lists its parts (PretrainingModel.flops_parts, in its own
+# file); `where` says ALL tokens or the MASKED ones, `network` which network
+# two-stage training trains.
+JOINT_ELECTRA = types.SimpleNamespace(two_tower_generator=False,
+                                      training_algorithm="joint")
 
 
 def _step_flops(run, price, factor, stage):
@@ -351,7 +323,9 @@ def _describe(hparams_or_configs, seq_len=None, batch_size=None):
     disc, gen = hparams_or_configs
     if seq_len is None or batch_size is None:
       raise ValueError("seq_len and batch_size are needed with configs")
-    return _Run(parts=_parts("electra", disc, gen), seq_len=seq_len,
+    parts = objectives.objective_class("electra").flops_parts(
+        JOINT_ELECTRA, disc, gen)
+    return _Run(parts=parts, seq_len=seq_len,
                 batch_size=batch_size, mask_prob=PAPER_MASKED_FRACTION,
                 max_predictions=None, algorithm="joint", num_train_steps=None,
                 stage_steps=None)
@@ -371,8 +345,8 @@ def _describe(hparams_or_configs, seq_len=None, batch_size=None):
   seq_len = seq_len or hp.max_seq_length
   steps, stage_one = hp.num_train_steps, hp.two_stage_generator_steps
   return _Run(
-      parts=_parts(hp.objective, disc, gen, hp.two_tower_generator,
-                   hp.training_algorithm == "adversarial"),
+      parts=objectives.objective_class(hp.objective).flops_parts(
+          hp, disc, gen),
       seq_len=seq_len, batch_size=batch_size or hp.train_batch_size,
       mask_prob=hp.mask_prob,
       # the unresolved default follows a seq_len given here
@@ -404,17 +378,11 @@ def table1():
   return rows
 
 
-# Rows of `python -m util.flops`' per-objective table: PretrainingConfig
-# fields on top of the small preset's defaults (seq 128, batch 128).
-OBJECTIVE_RUNS = {
-    "mlm (BERT)": dict(objective="mlm"),
-    "electra": {},
-    "electra_15": dict(objective="electra_15"),
-    "replace_mlm": dict(objective="replace_mlm"),
-    "all_tokens_mlm": dict(objective="all_tokens_mlm"),
-    "electric": dict(objective="electric"),
+# Rows of `python -m pretrain.flops`' per-objective table, beside one row
+# per registered objective: PretrainingConfig fields on top of the small
+# preset's defaults (seq 128, batch 128).
+VARIANT_RUNS = {
     "ELECTRA-TT": dict(two_tower_generator=True),
-    "script": dict(objective="script"),
     "uniform generator": dict(uniform_generator=True),
     "adversarial": dict(training_algorithm="adversarial"),
     # two-stage needs a discriminator-size generator (section 3.2)
@@ -423,13 +391,17 @@ OBJECTIVE_RUNS = {
 }
 
 
+def objective_runs():
+  runs = {name: dict(objective=name) for name in objectives.objective_names()}
+  return dict(runs, **VARIANT_RUNS)
+
+
 def objective_table(model_size="small", vocab_size=PAPER_VOCAB_SIZE):
-  """Per-step FLOPs of each OBJECTIVE_RUNS row (two-stage: the run's
+  """Per-step FLOPs of each objective_runs() row (two-stage: the run's
   average step): dicts of name, train (paper), model (matmuls) and both
   as ratios to ELECTRA's."""
-  from configure_pretraining import PretrainingConfig  # pure Python too
   rows = []
-  for name, fields in OBJECTIVE_RUNS.items():
+  for name, fields in objective_runs().items():
     hp = PretrainingConfig(model_size=model_size, vocab_size=vocab_size,
                            **fields)
     rows.append(dict(name=name, train=train_flops_per_step(hp),

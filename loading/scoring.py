@@ -1,11 +1,13 @@
-"""A pretraining run -> (its config, the restored model, its tokenizer).
-
-The run is found and restored by pretrain/runs.py, as fine-tuning does:
-the whole pretraining model, heads and generator included.
+"""A pretraining run -> (its config, the restored model, its tokenizer),
+as scoring/ needs it: the run (or a model in another format) is found and
+restored as fine-tuning does, the whole pretraining model, heads and
+generator included.
 """
 
+from loading import runs
+from loading.sources import find_pretrained
 from pretrain import data
-from pretrain import runs
+from pretrain.objectives import objective_class
 from util.errors import UserError
 
 
@@ -21,7 +23,7 @@ def load_run(path, vocab_file="", data_dir="", method=""):
   """(hparams, model, tokenizer) of the pretraining run at `path` (a
   model_dir or a checkpoint prefix inside one, or a model in another
   format, which must hold the networks `method` asks)."""
-  pretrained = runs.find_pretrained(path)
+  pretrained = find_pretrained(path)
   hparams = pretrained.config
   if not hparams.vocab_size:
     raise UserError(f"{pretrained.model_dir}: pretrain_config.json has no "
@@ -30,8 +32,9 @@ def load_run(path, vocab_file="", data_dir="", method=""):
   # Every estimator a converted (ELECTRA or masked-LM) model allows reads
   # its masked LM; appendix G also its discriminator.
   need = ("generator",)
-  if hparams.objective != "mlm" and method in ("", "electra"):
-    need += ("discriminator",)
+  main = objective_class(hparams.objective).MAIN_NETWORK
+  if main == "discriminator" and method in ("", "electra"):
+    need += (main,)
   # Only the objective's own estimator and appendix G sample from the
   # generator (and so need a unigram generator's table).
   model = runs.restore_model(pretrained,

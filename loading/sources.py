@@ -9,7 +9,9 @@
          heads and generator beside it, or KerasHub's own: an encoder)
 Each gives a PretrainingConfig that describes its architecture and the
 weights under our names (interop/weights.py), so fine-tuning, scoring and
-run_pretraining.py --init-checkpoint treat them alike.
+run_pretraining.py --init-checkpoint treat them alike. find_pretrained
+gives any of them as a Pretrained (loading/runs.py), which restore_model
+restores. The formats themselves are interop/'s.
 """
 
 import dataclasses
@@ -18,13 +20,22 @@ import os
 
 import numpy as np
 
+from pretrain.config import PretrainingConfig
 from interop import hf
 from interop import keras_hub
 from interop import tf1
+from interop.keras_archive import load_keras
+from interop.savedmodel import read_weights
 from interop.weights import DISCRIMINATOR
 from interop.weights import GENERATOR
+from interop.weights import export_weights
+from interop.weights import networks
+from loading import runs
+from pretrain.run_config import CONFIG_FILE
+from pretrain.run_config import config_from_json
 from util import storage
 from util.errors import UserError
+from util.tf_quiet import import_tensorflow
 
 
 @dataclasses.dataclass
@@ -38,9 +49,22 @@ class Source:
     return self._weights()
 
 
+def find_pretrained(path):
+  """The pretrained model at `path`: one of our runs (a model_dir or a
+  checkpoint prefix inside one), or any format open_source reads."""
+  if not path:
+    raise UserError("no pretrained model: pass --init-checkpoint or "
+                    "--data-dir and --model-name")
+  if runs.is_our_run(path):
+    return runs.find_run(path)
+  source = open_source(path)
+  return runs.Pretrained(source.config, source.path, path, source)
+
+
 def open_source(path):
-  """The Source at `path`; one clear error when it is none of the kinds."""
-  from pretrain import runs  # pylint: disable=g-import-not-at-top
+  """The Source at `path`; one clear error when it is none of the kinds.
+  Its `path` is where the weights are (a checkpoint prefix for ours and
+  the TF1 release's)."""
   if not path:
     raise UserError("no pretrained model given")
   if runs.is_our_run(path):
@@ -54,7 +78,7 @@ def open_source(path):
       return _hf_source(path)
     if storage.exists(os.path.join(path, "saved_model.pb")):
       return _savedmodel_source(path)
-    prefix = _latest(path)
+    prefix = runs.latest_checkpoint(path)
   else:
     prefix = path
   if prefix and storage.exists(prefix + ".index"):
@@ -62,7 +86,7 @@ def open_source(path):
     if tf1.is_tf1_checkpoint(shapes):
       return _tf1_source(prefix, shapes, reader)
     raise UserError(f"{prefix}: a checkpoint with neither our "
-                    f"{runs.CONFIG_FILE} beside it nor the original "
+                    f"{CONFIG_FILE} beside it nor the original "
                     "ELECTRA release's variable names")
   raise UserError(f"no checkpoint found at {path}: expected a pretraining "
                   "run, a transformers ELECTRA directory, an original "
@@ -70,21 +94,14 @@ def open_source(path):
                   "archive")
 
 
-def _latest(directory):
-  from pretrain import runs  # pylint: disable=g-import-not-at-top
-  return runs.latest_checkpoint(directory)
-
-
 # ---------------------------------------------------------------- kinds
 def _our_source(path):
-  from pretrain import runs  # pylint: disable=g-import-not-at-top
-  from interop.weights import export_weights, networks  # pylint: disable=g-import-not-at-top
-  pretrained = runs.find_pretrained(path)
+  pretrained = runs.find_run(path)
 
   def weights():
     model = runs.restore_model(pretrained)
     return {role: export_weights(model, role) for role in networks(model)}
-  return Source("ours", path, pretrained.config, weights)
+  return Source("ours", pretrained.checkpoint, pretrained.config, weights)
 
 
 def _hf_source(path):
@@ -122,8 +139,6 @@ def _tf1_source(prefix, shapes, reader):
 
 
 def _keras_source(path):
-  from interop.keras_archive import load_keras  # pylint: disable=g-import-not-at-top
-  from interop.weights import export_weights  # pylint: disable=g-import-not-at-top
   model = load_keras(path)  # one clear error when there is none
   fields = {DISCRIMINATOR: dataclasses.asdict(model.config)}
   named = {DISCRIMINATOR: export_weights(model, DISCRIMINATOR)}
@@ -132,14 +147,11 @@ def _keras_source(path):
 
 
 def _savedmodel_source(path):
-  from pretrain import runs  # pylint: disable=g-import-not-at-top
-  from interop.savedmodel import read_weights  # pylint: disable=g-import-not-at-top
-  from util.tf_quiet import import_tensorflow  # pylint: disable=g-import-not-at-top
   tf = import_tensorflow(with_text=True)
   loaded = tf.saved_model.load(path)
   if not hasattr(loaded, "weight_map"):
     raise UserError(f"{path}: a SavedModel not written by export_model.py")
-  config = runs.config_from_json(loaded.pretrain_config.numpy().decode())
+  config = config_from_json(loaded.pretrain_config.numpy().decode())
   assets = os.path.join(path, "assets")
   vocab = [os.path.join(assets, n) for n in sorted(storage.listdir(assets))
            ] if storage.isdir(assets) else []
@@ -162,7 +174,6 @@ def architecture_config(fields, shared_embeddings, vocab_file, do_lower_case):
   TransformerConfig fields are `fields` {role: {...}}: an ELECTRA model
   when there is a discriminator (its generator's size as multipliers),
   else a masked LM."""
-  from configure_pretraining import PretrainingConfig  # pylint: disable=g-import-not-at-top
   disc, gen = fields.get(DISCRIMINATOR), fields.get(GENERATOR)
   main = disc or gen
   values = dict(

@@ -1,0 +1,241 @@
+"""Config for pretraining: every hparam of the original release has a home.
+
+Defaults are ELECTRA-Small (ELECTRA paper Table 6 / dissertation Table 5.1);
+presets live in configs/<objective>_<size>.json. Override with
+`--hparams FILE_OR_JSON` (repeatable, later wins) and `--field-name` flags.
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+from model.config import GENERATOR_MULTIPLIER
+from pretrain import load_objectives
+from util.config import parse_config
+from util.errors import UserError
+
+WEIGHT_SHARING = ("embeddings", "none", "all", "gdes")
+TRAINING_ALGORITHMS = ("joint", "two_stage", "adversarial")
+MASK_SCHEMES = ("electra", "bert")
+OPTIMIZERS = ("adamw", "lamb")
+PRECISIONS = ("auto", "float32", "bfloat16", "float16")
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+INPUT_SHARDING = ("files", "batches")
+
+
+@dataclasses.dataclass
+class PretrainingConfig:
+  """All pretraining hparams. Paths default to the data-dir convention:
+  DATA_DIR/pretrain_tfrecords/, DATA_DIR/vocab.txt, DATA_DIR/models/NAME/."""
+  # Where things live.
+  data_dir: str = ""
+  model_name: str = ""
+  pretrain_tfrecords: str = ""  # glob(s), comma-separated; default from dir
+  vocab_file: str = ""
+  model_dir: str = ""
+  init_checkpoint: str = ""  # a checkpoint to start from (weights only)
+  eval_checkpoint: str = ""  # do_eval: this checkpoint, not model_dir's latest
+  # Its old config is kept beside the new one (pretrain_config.step-N.json).
+  accept_hparam_changes: bool = False  # resume a run with changed hparams
+
+  # What to run.
+  do_train: bool = True
+  do_eval: bool = False
+  debug: bool = False  # tiny model and few steps, for trying things out
+  seed: int = 1234
+
+  # Objective (ELECTRA paper section 2; Table 6): a name registered in
+  # pretrain/objectives/ (electra, mlm, electric, script, electra_15,
+  # replace_mlm, all_tokens_mlm). The original release's electra_objective
+  # / electric_objective, untied_generator(_embeddings) and use_tpu are
+  # mapped onto objective / weight_sharing / strategy once, in resolve().
+  objective: str = "electra"
+  electra_objective: bool = True  # original's switch: False = BERT MLM
+  electric_objective: bool = False  # original's switch: True = Electric
+  gen_weight: float = 1.0  # generator (MLM) loss weight
+  disc_weight: float = 50.0  # discriminator loss weight; SCRIPT's alpha
+  mask_prob: float = 0.15
+  mask_scheme: str = ""  # "electra": [MASK] or keep; "bert": 80/10/10
+  mask_replace_prob: float = 0.85  # electra scheme: share of picks -> [MASK]
+  max_predictions_per_seq: Optional[int] = None  # (mask_prob+.005)*seq_len
+  temperature: float = 1.0  # generator (SCRIPT: Gumbel) sampling temperature
+  disallow_correct: bool = False  # never sample the original token
+  uniform_generator: bool = False  # samples uniform over the vocabulary
+  unigram_generator: bool = False  # samples by the dataset's token counts
+  two_tower_generator: bool = False  # Electric's cloze generator (ELECTRA-TT)
+  # Generator/discriminator weights: embeddings (shared, default), none,
+  # all (one encoder; same-size generator), gdes (DeBERTa-V3: discriminator
+  # embeddings = stop_gradient(shared) + a zero-initialised delta).
+  weight_sharing: str = ""
+  untied_generator_embeddings: bool = False  # original's: = weight_sharing none
+  untied_generator: bool = True  # original's: False = weight_sharing all
+  # joint (default), two_stage (generator, then discriminator initialised
+  # from it) or adversarial (generator by REINFORCE; ELECTRA appendix F).
+  training_algorithm: str = "joint"
+  two_stage_generator_steps: int = 0  # stage one's steps; 0 = half the run
+
+  # Model sizes (Table 5.1).
+  model_size: str = "small"
+  model_hparam_overrides: dict = dataclasses.field(default_factory=dict)
+  embedding_size: Optional[int] = None
+  vocab_size: Optional[int] = None  # default: from the dataset's metadata
+  do_lower_case: bool = True
+  # Multipliers of the discriminator's sizes; the hidden one defaults to
+  # Table 5.1's generator size for model_size (1/4 small/large, 1/3 base).
+  generator_hidden_size: Optional[float] = None
+  generator_ffn_size: Optional[float] = None  # default: = hidden multiplier
+  generator_heads: Optional[float] = None  # default: = hidden multiplier
+  generator_layers: float = 1.0
+  cross_layer_sharing: bool = False  # ALBERT-style: one layer's weights, N x
+
+  # Optimization (Table 6).
+  optimizer: str = "adamw"
+  learning_rate: float = 5e-4
+  lr_decay_power: float = 1.0  # 1.0 = linear decay to 0
+  weight_decay_rate: float = 0.01
+  num_warmup_steps: int = 10000
+  num_train_steps: int = 1000000
+  adam_beta1: float = 0.9
+  adam_beta2: float = 0.999
+  adam_epsilon: float = 1e-6
+  clip_norm: float = 1.0  # global-norm clipping; 0 = off
+  skip_nonfinite_steps: bool = False  # skip (and count) NaN/inf steps
+  train_batch_size: int = 128  # global, across replicas
+  eval_batch_size: int = 128
+  max_seq_length: int = 128
+
+  # Loop, checkpoints, logs.
+  iterations_per_loop: int = 200  # steps per host call; also log interval
+  log_every_steps: int = 0  # 0 = once per loop
+  save_checkpoints_steps: int = 1000
+  keep_checkpoint_max: int = 5
+  num_eval_steps: int = 100
+  shuffle_buffer_size: int = 10000
+  input_sharding: str = "files"  # workers split "files", or slice "batches"
+  skip_corrupt_records: bool = False  # read damaged shards up to the damage
+
+  # Hardware.
+  mixed_precision: str = "auto"  # auto: bfloat16 on TPU/GPU(sm80+), else fp32
+  xla: bool = False
+  strategy: str = "default"
+  use_tpu: bool = False  # original's switch; same as strategy="tpu"
+  num_tpu_cores: int = 1
+  tpu_job_name: str = ""
+  tpu_name: str = ""
+  tpu_zone: str = ""
+  gcp_project: str = ""
+  num_gpus: int = 0  # mirrored: 0 = all visible devices
+  keep_worker_checkpoints: bool = False  # non-chief workers keep their last
+  intra_op_threads: int = 0  # 0 = TensorFlow's default
+  inter_op_threads: int = 0
+
+  @property
+  def generator_multiplier(self):
+    """generator_hidden_size, or Table 5.1's for model_size when unset."""
+    if self.generator_hidden_size is not None:
+      return self.generator_hidden_size
+    return GENERATOR_MULTIPLIER.get(self.model_size, 0.25)
+
+  def resolve(self):
+    """Fills derived defaults once all overrides are in."""
+    if not self.electra_objective:  # the original release's switches
+      self.objective = "mlm"
+    if self.electric_objective:
+      self.objective = "electric"
+    self.generator_hidden_size = self.generator_multiplier
+    if not self.weight_sharing:
+      self.weight_sharing = (
+          "all" if not self.untied_generator else
+          "none" if self.untied_generator_embeddings else "embeddings")
+    if (self.training_algorithm == "two_stage" and
+        not self.two_stage_generator_steps):
+      self.two_stage_generator_steps = self.num_train_steps // 2
+    if self.cross_layer_sharing:
+      self.model_hparam_overrides = dict(self.model_hparam_overrides,
+                                         share_layers=True)
+    # The objective's own defaults (e.g. its masking: ELECTRA's, or BERT's
+    # 80/10/10); an unknown objective is left for validate() to name.
+    objectives = load_objectives()
+    if self.objective in objectives.objective_names():
+      objectives.configure(self)
+    if self.use_tpu:
+      self.strategy = "tpu"
+    if self.max_predictions_per_seq is None:
+      self.max_predictions_per_seq = int(
+          (self.mask_prob + 0.005) * self.max_seq_length)
+    if self.embedding_size is not None:
+      self.model_hparam_overrides = dict(self.model_hparam_overrides,
+                                         embedding_size=self.embedding_size)
+    if self.debug:
+      self.model_size = "tiny"
+      self.num_train_steps = min(self.num_train_steps, 20)
+      self.num_warmup_steps = min(self.num_warmup_steps, 5)
+      self.train_batch_size = min(self.train_batch_size, 8)
+      self.eval_batch_size = min(self.eval_batch_size, 8)
+      self.num_eval_steps = min(self.num_eval_steps, 2)
+      self.iterations_per_loop = min(self.iterations_per_loop, 5)
+    if self.data_dir:
+      self.pretrain_tfrecords = self.pretrain_tfrecords or os.path.join(
+          self.data_dir, "pretrain_tfrecords", "pretrain_data.tfrecord*")
+      self.vocab_file = self.vocab_file or os.path.join(self.data_dir,
+                                                        "vocab.txt")
+      if self.model_name:
+        self.model_dir = self.model_dir or os.path.join(
+            self.data_dir, "models", self.model_name)
+
+  def validate(self):
+    self.resolve()
+    if not self.data_dir and not (self.pretrain_tfrecords and self.model_dir):
+      raise UserError("--data-dir is required (or both pretrain_tfrecords "
+                      "and model_dir)")
+    if not self.model_dir:
+      raise UserError("--model-name is required")
+    load_objectives().objective_class(self.objective)  # unknown: named
+    choices = (("mask_scheme", MASK_SCHEMES),
+               ("optimizer", OPTIMIZERS), ("mixed_precision", PRECISIONS),
+               ("strategy", STRATEGIES), ("input_sharding", INPUT_SHARDING),
+               ("weight_sharing", WEIGHT_SHARING),
+               ("training_algorithm", TRAINING_ALGORITHMS))
+    for name, allowed in choices:
+      if getattr(self, name) not in allowed:
+        raise UserError(f"hparam '{name}' must be one of {', '.join(allowed)}"
+                        f", got '{getattr(self, name)}'")
+    if not 0 < self.mask_prob < 1:
+      raise UserError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+    if not 0 <= self.mask_replace_prob <= 1:
+      raise UserError("mask_replace_prob must be in [0, 1]")
+    if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
+      raise UserError(f"max_predictions_per_seq must be in [1, "
+                      f"{self.max_seq_length}], got "
+                      f"{self.max_predictions_per_seq}")
+    if self.temperature <= 0:
+      raise UserError("temperature must be > 0")
+    positive = ("learning_rate", "num_train_steps", "train_batch_size",
+                "eval_batch_size", "max_seq_length", "iterations_per_loop",
+                "save_checkpoints_steps", "keep_checkpoint_max",
+                "num_eval_steps", "shuffle_buffer_size")
+    for name in positive:
+      if getattr(self, name) <= 0:
+        raise UserError(f"hparam '{name}' must be > 0, got "
+                        f"{getattr(self, name)}")
+    if self.num_warmup_steps < 0 or self.weight_decay_rate < 0:
+      raise UserError("num_warmup_steps and weight_decay_rate must be >= 0")
+    if not self.do_train and not self.do_eval:
+      raise UserError("nothing to do: both do_train and do_eval are false")
+    self._validate_generator()
+
+  def _validate_generator(self):
+    """Combinations of generator options that cannot work, named."""
+    if self.uniform_generator and self.unigram_generator:
+      raise UserError("choose one of uniform_generator and unigram_generator")
+    load_objectives().check_hparams(self)  # the objective's own checks
+
+
+def load_config(argv=None, check_first=None):
+  """Parses run_pretraining.py's command line into a PretrainingConfig;
+  check_first(config) runs before validate() loads the objectives'
+  registry (and TensorFlow)."""
+  config, _ = parse_config(
+      PretrainingConfig, argv, description="Pretrain an ELECTRA-style model.",
+      check_first=check_first)
+  return config

@@ -1,0 +1,75 @@
+"""A run's config file, as pretrain/trainer.py writes and checks it on
+resume: its name (pretrain_config.json), the hparams a resumed run may
+change, the previous config kept beside the new one, and the config read
+back. The loading layer (loading/) finds runs and restores models on top
+of this; pretrain/ does not import loading/."""
+
+import dataclasses
+import json
+import os
+
+from pretrain.config import PretrainingConfig
+from util import storage
+from util.config import apply_overrides
+from util.errors import UserError
+
+CONFIG_FILE = "pretrain_config.json"  # written by pretrain/trainer.py
+
+# Fields that do not change what a run computes: where things are, what to
+# do now, how often to log and save, eval settings, reliability switches,
+# hardware, and the original release's aliases (their effect shows in the
+# fields they set). A change to any other field of a trained run is refused
+# unless accept_hparam_changes; raising num_train_steps is allowed.
+RUN_SETTINGS = frozenset((
+    "data_dir", "model_name", "pretrain_tfrecords", "vocab_file", "model_dir",
+    "init_checkpoint", "eval_checkpoint", "accept_hparam_changes",
+    "do_train", "do_eval", "debug", "iterations_per_loop", "log_every_steps",
+    "save_checkpoints_steps", "keep_checkpoint_max", "num_eval_steps",
+    "eval_batch_size", "skip_nonfinite_steps", "skip_corrupt_records",
+    "input_sharding", "mixed_precision", "xla", "strategy", "use_tpu",
+    "num_tpu_cores", "tpu_job_name", "tpu_name", "tpu_zone", "gcp_project",
+    "num_gpus", "keep_worker_checkpoints", "intra_op_threads",
+    "inter_op_threads", "electra_objective", "electric_objective",
+    "untied_generator_embeddings", "untied_generator"))
+
+
+def hparam_changes(saved, config):
+  """[(field, saved value, new value)] of the hparams that change the math,
+  between a saved config (a dict from pretrain_config.json) and `config`.
+  Fields the saved config lacks (an older version) are not compared."""
+  new = json.loads(json.dumps(dataclasses.asdict(config)))
+  return [(k, saved[k], new[k]) for k in sorted(new)
+          if k in saved and k not in RUN_SETTINGS and saved[k] != new[k]]
+
+
+def describe_changes(changes):
+  return ", ".join(f"{k} {old!r} -> {new!r}" for k, old, new in changes)
+
+
+def keep_config(model_dir, text, step):
+  """Writes a run's previous config beside the new one, as
+  pretrain_config.step-N.json (never over an existing file)."""
+  stem = os.path.join(model_dir, CONFIG_FILE[:-len(".json")] + f".step-{step}")
+  path, n = stem + ".json", 1
+  while storage.exists(path):
+    path, n = f"{stem}.{n}.json", n + 1
+  storage.write_text_atomic(path, text)
+  return path
+
+
+def config_from_json(text, where=CONFIG_FILE):
+  """The PretrainingConfig a run saved (keys this version lacks dropped,
+  values checked against the fields' types)."""
+  try:
+    values = json.loads(text)
+  except (ValueError, RecursionError) as e:
+    raise UserError(f"{where} is not valid JSON ({str(e)[:80]})") from None
+  if not isinstance(values, dict):
+    raise UserError(f"{where} is not a JSON object of hparams")
+  known = {f.name for f in dataclasses.fields(PretrainingConfig)}
+  try:
+    return apply_overrides(PretrainingConfig(),
+                           {k: v for k, v in values.items() if k in known},
+                           source=where)
+  except UserError as e:
+    raise UserError(f"{where}: {e}") from None
