@@ -12,7 +12,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import configure_finetuning  # noqa: E402
+from finetune import config as configure_finetuning  # noqa: E402
 from util.errors import main_guard  # noqa: E402
 
 

@@ -4,7 +4,7 @@ and `--field-name` flags. TF-free, so bad flags fail in under a second."""
 import dataclasses
 import os
 
-from configure_finetuning import FinetuningConfig
+from finetune.config import FinetuningConfig
 from pretrain.config import PretrainingConfig
 from scoring.config import ScoringConfig
 from util import storage

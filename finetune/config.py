@@ -1,0 +1,159 @@
+"""Config for fine-tuning: every hparam of the original release has a home.
+
+Defaults follow the ELECTRA paper's Table 6 / dissertation Table 5.2
+(learning rate by model size, layer-wise decay 0.8 small/base and 0.9
+large, warmup 10%, 3 epochs but 10 for RTE/STS and 2 for SQuAD, batch 32,
+weight decay 0). Override with `--hparams FILE_OR_JSON` (repeatable, later
+wins) and `--field-name` flags.
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+from util.errors import UserError
+
+# Table 6: learning rate 3e-4 Small, 1e-4 Base, 5e-5 Large; layer-wise
+# decay 0.8 Small/Base, 0.9 Large.
+LEARNING_RATES = {"tiny": 3e-4, "small": 3e-4, "base": 1e-4, "large": 5e-5}
+LAYERWISE_DECAY = {"tiny": 0.8, "small": 0.8, "base": 0.8, "large": 0.9}
+EPOCHS = {"rte": 10.0, "sts": 10.0, "squad": 2.0, "squadv1": 2.0}
+DEFAULT_EPOCHS = 3.0
+INIT_FROM = ("discriminator", "generator")
+
+
+@dataclasses.dataclass
+class FinetuningConfig:
+  """All fine-tuning hparams. Paths follow the data-dir convention:
+  DATA_DIR/finetuning_data/<task>/, DATA_DIR/models/NAME/ (the pretrained
+  model; results go to its finetuning_models/ and results/ folders)."""
+  # Where things live.
+  data_dir: str = ""
+  model_name: str = ""
+  task_names: str = "chunk"  # comma-separated, e.g. "rte,mrpc" (multi-task)
+  raw_data_dir: str = ""  # default DATA_DIR/finetuning_data
+  init_checkpoint: str = ""  # default DATA_DIR/models/NAME (pretraining)
+  init_from: str = "discriminator"  # or "generator" (its encoder)
+  vocab_file: str = ""  # default: the pretraining run's, else DATA_DIR/vocab.txt
+  output_dir: str = ""  # default DATA_DIR/models/NAME/finetuning
+  overwrite: bool = False  # replace prediction files of an earlier run
+
+  # What to run.
+  do_train: bool = True
+  do_eval: bool = True
+  write_test_outputs: bool = False  # GLUE TSVs / SQuAD JSON for test sets
+  num_trials: int = 1  # seeds; median, mean and std of each metric reported
+  seed: int = 1234
+  debug: bool = False  # a few examples and steps, for trying things out
+  train_examples_limit: int = 0  # 0 = all (for quick runs / tests)
+  eval_examples_limit: int = 0
+
+  # Model.
+  model_size: str = ""  # default: the pretraining run's
+  model_hparam_overrides: dict = dataclasses.field(default_factory=dict)
+  do_lower_case: bool = True
+  max_seq_length: int = 128
+  hidden_dropout_prob: Optional[float] = None  # default: the model's (0.1)
+
+  # Optimization (ELECTRA Table 6).
+  learning_rate: Optional[float] = None  # default by model size
+  layerwise_lr_decay: Optional[float] = None  # default by model size
+  weight_decay_rate: float = 0.0
+  warmup_proportion: float = 0.1
+  num_train_epochs: Optional[float] = None  # default by task
+  train_batch_size: int = 32
+  eval_batch_size: int = 32
+  adam_epsilon: float = 1e-6
+  adam_beta1: float = 0.9
+  adam_beta2: float = 0.999
+  clip_norm: float = 1.0
+  double_unordered: bool = True  # MRPC/STS: also train on (b, a) pairs
+  log_every_steps: int = 100
+  mixed_precision: str = "float32"  # or bfloat16
+
+  # SQuAD (the release's XLNet-style head).
+  doc_stride: int = 128
+  max_query_length: int = 64
+  n_best_size: int = 20
+  max_answer_length: int = 30
+  beam_size: int = 20  # starts x ends searched at inference
+  answerable_classifier: bool = True  # SQuAD 2.0 answerability head
+  answerable_uses_start_logits: bool = True
+  answerable_weight: float = 0.5
+  qa_na_threshold: float = -2.75  # default; 2.0 eval also searches it
+
+  def resolve(self, pretrain_size=None):
+    """Derived defaults; `pretrain_size` is the checkpoint's model_size."""
+    self.model_size = self.model_size or pretrain_size or "small"
+    if self.learning_rate is None:
+      self.learning_rate = LEARNING_RATES.get(self.model_size, 1e-4)
+    if self.layerwise_lr_decay is None:
+      self.layerwise_lr_decay = LAYERWISE_DECAY.get(self.model_size, 0.8)
+    if self.data_dir:
+      self.raw_data_dir = self.raw_data_dir or os.path.join(
+          self.data_dir, "finetuning_data")
+      if self.model_name:
+        model_dir = os.path.join(self.data_dir, "models", self.model_name)
+        self.init_checkpoint = self.init_checkpoint or model_dir
+        self.output_dir = self.output_dir or os.path.join(model_dir,
+                                                          "finetuning")
+    if self.debug:
+      self.train_examples_limit = self.train_examples_limit or 64
+      self.eval_examples_limit = self.eval_examples_limit or 64
+
+  @property
+  def tasks(self):
+    return [t.strip().lower() for t in self.task_names.split(",")
+            if t.strip()]
+
+  def epochs_for(self, task_name):
+    if self.num_train_epochs is not None:
+      return self.num_train_epochs
+    return EPOCHS.get(task_name, DEFAULT_EPOCHS)
+
+  def validate(self, pretrain_size=None):
+    from util.config import check_data_dir
+    check_data_dir(self)
+    self.resolve(pretrain_size)
+    if not self.data_dir and not (self.raw_data_dir and self.output_dir):
+      raise UserError("--data-dir is required (or raw_data_dir and "
+                      "output_dir)")
+    if not self.tasks:
+      raise UserError("no task given: --task-names rte,mrpc,...")
+    twice = [t for i, t in enumerate(self.tasks) if t in self.tasks[:i]]
+    if twice:
+      raise UserError(f"task '{twice[0]}' is named twice in --task-names")
+    if self.init_from not in INIT_FROM:
+      raise UserError(f"init_from must be one of {', '.join(INIT_FROM)}")
+    if self.mixed_precision not in ("float32", "bfloat16"):
+      raise UserError("mixed_precision must be float32 or bfloat16")
+    for name in ("learning_rate", "train_batch_size", "eval_batch_size",
+                 "max_seq_length", "num_trials", "doc_stride",
+                 "max_query_length", "n_best_size", "max_answer_length",
+                 "beam_size"):
+      if getattr(self, name) <= 0:
+        raise UserError(f"hparam '{name}' must be > 0, got "
+                        f"{getattr(self, name)}")
+    if not 0 < self.layerwise_lr_decay <= 1:
+      raise UserError("layerwise_lr_decay must be in (0, 1]")
+    if not 0 <= self.warmup_proportion < 1:
+      raise UserError("warmup_proportion must be in [0, 1)")
+    squad = any(t.startswith("squad") for t in self.tasks)
+    if squad and self.max_query_length >= self.max_seq_length - 3:
+      raise UserError(f"max_query_length {self.max_query_length} leaves no "
+                      f"room for the context in max_seq_length "
+                      f"{self.max_seq_length}")
+    if not self.do_train and not self.do_eval and not self.write_test_outputs:
+      raise UserError("nothing to do: do_train, do_eval and "
+                      "write_test_outputs are all false")
+    from util.outputs import check_output_dir
+    check_output_dir(self.output_dir, "output_dir")  # before any work
+
+
+def load_config(argv=None):
+  """Parses run_finetuning.py's command line into a FinetuningConfig."""
+  from util.config import parse_config
+  config, _ = parse_config(
+      FinetuningConfig, argv,
+      description="Fine-tune a pretrained ELECTRA-style model.")
+  return config
