@@ -40,6 +40,7 @@ from util.tf_quiet import import_tensorflow  # noqa: E402
 tf = import_tensorflow()
 
 from pretrain import flops  # noqa: E402
+from util.machine import cpu_kind  # noqa: E402
 
 SPECIAL_IDS = {"pad": 0, "unk": 100, "cls": 101, "sep": 102, "mask": 103}
 NUM_RECORDS = 512  # enough that batches differ; the pipeline repeats them
@@ -263,16 +264,8 @@ IMPLEMENTATIONS = {"ours": time_ours, "hf": time_hf}
 
 # ------------------------------------------------------------------- main
 def machine_description():
-  cpu = platform.processor() or platform.machine()
-  try:
-    with open("/proc/cpuinfo") as f:
-      names = [line.split(":", 1)[1].strip() for line in f
-               if line.startswith("model name")]
-    cpu = names[0] if names else cpu
-  except OSError:
-    pass
   gpus = tf.config.list_physical_devices("GPU")
-  return (f"{cpu}, {os.cpu_count()} CPU cores, "
+  return (f"{cpu_kind()}, "
           f"{len(gpus)} GPU(s), TensorFlow {tf.__version__}, "
           f"Python {platform.python_version()}")
 

@@ -109,9 +109,9 @@ class Scorer:
       if not 0 < top_k <= room:
         raise UserError(f"top_k must be in [1, {room}] for this vocabulary, "
                         f"got {top_k}")
-    p_mask = hparams.mask_prob
+    # Appendix G's prior, read only by that estimator.
     self.log_a = (model.appendix_g_log_a() if self.method == "electra"
-                  else float(np.log((1 - p_mask) / p_mask)))
+                  else None)
     self._steps = self._make_steps()
     self.last_stats = {}
     self._progress = None  # a Progress while score() reports to a log

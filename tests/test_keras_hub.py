@@ -6,7 +6,6 @@ exported vocabulary exactly as we tokenize them; the preset round-trips as
 --init-checkpoint; a preset KerasHub made itself fine-tunes here.
 """
 
-import dataclasses
 import json
 import os
 import re
@@ -15,7 +14,6 @@ import shutil
 import keras_hub
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import build_pretraining_dataset
 import export_model
@@ -33,7 +31,7 @@ from loading.sources import find_pretrained
 from loading.sources import open_source
 from pretrain.objectives import build_model
 from tests.shared_data import SHARED
-from training.checkpointing import make_checkpoint
+from tests.test_scoring import write_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(ROOT, "sample_data", "vocab_8k.txt")
@@ -67,18 +65,7 @@ def save_run(data_dir, name, **overrides):
       vocab_file=os.path.join(data_dir, "vocab.txt"),
       model_hparam_overrides=dict(MICRO, **overrides))
   h.validate()
-  model = build_model(h, special_ids=(PAD, UNK, CLS, SEP, MASK))
-  model.build_variables()
-  rng = np.random.RandomState(len(name))
-  for v in model.trainable_variables:
-    value = rng.normal(0.0, 0.5, tuple(v.shape))
-    v.assign((value + v.path.endswith("gamma")).astype(np.float32))
-  os.makedirs(h.model_dir, exist_ok=True)
-  with open(os.path.join(h.model_dir, "pretrain_config.json"), "w") as f:
-    json.dump(dataclasses.asdict(h), f)
-  tf.train.CheckpointManager(make_checkpoint(model), h.model_dir, 1,
-                             checkpoint_name="ckpt").save(checkpoint_number=1)
-  return h, model
+  return write_run(h, build_model(h, special_ids=(PAD, UNK, CLS, SEP, MASK)))
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from keras import ops
 
 import export_model
 import run_pretraining
@@ -28,6 +27,7 @@ from pretrain.objectives.base import ALL
 from pretrain.objectives.base import MAIN
 from pretrain.objectives.base import Part
 from pretrain.objectives.base import PretrainingModel
+from pretrain.objectives.mlm import masked_lm_export_head
 from tests.test_pretraining_e2e import data_dir  # noqa: F401 (fixture)
 from tests.test_pretraining_e2e import hparams
 from tests.test_pretraining_e2e import losses_from
@@ -66,12 +66,7 @@ class ToyCloze(PretrainingModel):
     return {"loss": loss}
 
   def export_head(self):
-    encoder, lm = self.encoder, self.mlm_predictions
-
-    def head(hidden, unused_mask):
-      return {"mlm_logits": ops.cast(
-          lm(hidden, encoder.embeddings.token_table), "float32")}
-    return encoder, head, [encoder, lm]
+    return masked_lm_export_head(self.encoder, self.mlm_predictions)
 
   def pll_methods(self):
     return ("toy", "mlm")

@@ -56,10 +56,16 @@ def save_run(data_dir, objective, **kw):
       vocab_file=vocab_file, objective=objective,
       model_hparam_overrides=dict(MICRO), **kw)
   h.validate()
-  model = build_model(h, special_ids=EXCLUDED)
+  return write_run(h, build_model(h, special_ids=EXCLUDED))
+
+
+def write_run(h, model):
+  """Gives `model` O(1) random weights (seeded by its run's name, so that
+  every part of the network counts) and saves it as run `h` would be:
+  pretrain_config.json + a checkpoint. Returns (h, model)."""
   model.build_variables()
-  rng = np.random.RandomState(len(name))
-  for v in model.trainable_variables:  # O(1) weights: every part matters
+  rng = np.random.RandomState(len(h.model_name))
+  for v in model.trainable_variables:
     value = rng.normal(0.0, 0.5, tuple(v.shape))
     v.assign((value + v.path.endswith("gamma")).astype(np.float32))
   os.makedirs(h.model_dir, exist_ok=True)

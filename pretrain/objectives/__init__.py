@@ -49,14 +49,14 @@ def objective_class(name):
 
 
 def configure(hparams):
-  """The objective's derived defaults, then its checks (PretrainingConfig's
-  resolve/validate call these)."""
+  """Fills the objective's derived defaults (PretrainingConfig.resolve)."""
   cls = objective_class(hparams.objective)
   cls.configure(hparams)
   hparams.mask_scheme = hparams.mask_scheme or cls.MASK_SCHEME
 
 
 def check_hparams(hparams):
+  """The objective's checks (PretrainingConfig.validate)."""
   cls = objective_class(hparams.objective)
   if hparams.training_algorithm not in cls.TRAINING_ALGORITHMS:
     owners = [n for n, c in REGISTRY.items()

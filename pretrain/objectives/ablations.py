@@ -22,6 +22,7 @@ from pretrain.objectives.base import MAIN
 from pretrain.objectives.base import MASKED
 from pretrain.objectives.base import Part
 from pretrain.objectives.electra import ElectraModel
+from pretrain.objectives.mlm import masked_lm_export_head
 
 
 class _MainMLM:
@@ -32,12 +33,7 @@ class _MainMLM:
   TRAINING_ALGORITHMS = ("joint",)
 
   def export_head(self):
-    encoder, lm = self.discriminator, self.main_predictions
-
-    def head(hidden, unused_mask):
-      return {"mlm_logits": ops.cast(
-          lm(hidden, encoder.embeddings.token_table), "float32")}
-    return encoder, head, [encoder, lm]
+    return masked_lm_export_head(self.discriminator, self.main_predictions)
 
 
 class ReplaceMLMModel(_MainMLM, ElectraModel):

@@ -21,8 +21,8 @@ from pretrain.objectives.base import MAIN
 from pretrain.objectives.base import Part
 from pretrain.objectives.electra import ElectraModel
 from pretrain.objectives.electra import binary_metrics
+from pretrain.objectives.mlm import check_learned_generator
 from pretrain.sampling import sample_from_softmax
-from util.errors import UserError
 
 
 class ElectricModel(ElectraModel):
@@ -44,9 +44,7 @@ class ElectricModel(ElectraModel):
 
   @classmethod
   def check_config(cls, hparams):
-    if hparams.uniform_generator or hparams.unigram_generator:
-      raise UserError(f"objective {hparams.objective} has no use for "
-                      "uniform_generator/unigram_generator")
+    check_learned_generator(hparams)
     super().check_config(hparams)
 
   @classmethod

@@ -75,12 +75,7 @@ class MaskedLMModel(PretrainingModel):
 
   # ------------------------------------------------ export and scoring
   def export_head(self):
-    encoder, lm = self.encoder, self.mlm_predictions
-
-    def head(hidden, unused_mask):
-      return {"mlm_logits": ops.cast(
-          lm(hidden, encoder.embeddings.token_table), "float32")}
-    return encoder, head, [encoder, lm]
+    return masked_lm_export_head(self.encoder, self.mlm_predictions)
 
   def pll_methods(self):
     return ("mlm",)
@@ -93,12 +88,26 @@ class MaskedLMModel(PretrainingModel):
                                 self.encoder.embeddings.token_table)
 
 
+def masked_lm_export_head(encoder, lm):
+  """export_head of a model whose head is the tied masked-LM `lm`."""
+
+  def head(hidden, unused_mask):
+    return {"mlm_logits": ops.cast(
+        lm(hidden, encoder.embeddings.token_table), "float32")}
+  return encoder, head, [encoder, lm]
+
+
 def check_no_generator(hparams):
   """For objectives whose one network is a masked LM: generator options
   name something they do not have."""
   if hparams.two_tower_generator:
     raise UserError(f"objective {hparams.objective} has no generator "
                     "network to make two-tower")
+  check_learned_generator(hparams)
+
+
+def check_learned_generator(hparams):
+  """For objectives that need no fixed (uniform/unigram) generator."""
   if hparams.uniform_generator or hparams.unigram_generator:
     raise UserError(f"objective {hparams.objective} has no use for "
                     "uniform_generator/unigram_generator")

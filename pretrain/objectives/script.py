@@ -26,6 +26,7 @@ from pretrain.objectives.base import PretrainingModel
 from pretrain.objectives.electra import binary_metrics
 from pretrain.objectives.electric import pll_metrics
 from pretrain.objectives.mlm import check_no_generator
+from pretrain.objectives.mlm import masked_lm_export_head
 from pretrain.sampling import gumbel_max_sample
 
 
@@ -152,16 +153,16 @@ class ScriptModel(PretrainingModel):
 
   # ------------------------------------------------ export and scoring
   def export_head(self):
-    encoder, lm = self.encoder, self.mlm_predictions
+    encoder, lm_head, layers = masked_lm_export_head(self.encoder,
+                                                     self.mlm_predictions)
 
     def head(hidden, mask):
-      out = {"mlm_logits": ops.cast(
-          lm(hidden, encoder.embeddings.token_table), "float32")}
+      out = lm_head(hidden, mask)
       # p(real) = S / (S + 1), S = sum_v exp(s_v)
       out["logits"] = losses.self_critic_logits(out["mlm_logits"])
       out["token_scores"] = losses.log_sigmoid(-out["logits"]) * mask
       return out
-    return encoder, head, [encoder, lm]
+    return encoder, head, layers
 
   def pll_methods(self):
     return ("script", "mlm")
