@@ -33,7 +33,7 @@ from interop.config import load_config  # noqa: E402
 from util.errors import main_guard  # noqa: E402
 
 
-def export_hf(model, hparams, vocab_file, tokenizer, output_dir,
+def export_hf(model, pretrain_config, vocab_file, tokenizer, output_dir,
               shown_dir=None):
   from interop import hf
   from interop.weights import export_weights
@@ -41,11 +41,11 @@ def export_hf(model, hparams, vocab_file, tokenizer, output_dir,
   found = networks(model)
   if not found:
     from util.errors import UserError
-    raise UserError(f"a {hparams.objective} model has no network "
+    raise UserError(f"a {pretrain_config.objective} model has no network "
                     "transformers' ELECTRA classes can hold")
   for role, (encoder, head) in found.items():
     hf.save(os.path.join(output_dir, role), role, export_weights(model, role),
-            encoder.config, vocab_file, hparams.do_lower_case,
+            encoder.config, vocab_file, pretrain_config.do_lower_case,
             pad_id=tokenizer.special_ids.get("pad", 0), with_head=head
             is not None)
     print(f"wrote {os.path.join(shown_dir or output_dir, role)} "
@@ -85,9 +85,10 @@ def main(argv=None):
   from loading import runs
   from loading.sources import find_pretrained
   pretrained = find_pretrained(config.model_path)
-  hparams = pretrained.config
-  vocab_file = runs.vocab_path_for(hparams, config.vocab_file, config.data_dir)
-  tokenizer = runs.load_tokenizer_for(hparams, config.vocab_file,
+  pretrain_config = pretrained.config
+  vocab_file = runs.vocab_path_for(pretrain_config, config.vocab_file,
+                                   config.data_dir)
+  tokenizer = runs.load_tokenizer_for(pretrain_config, config.vocab_file,
                                       config.data_dir)
   model = runs.restore_model(pretrained,
                              special_ids=tokenizer.special_ids.values())
@@ -97,14 +98,14 @@ def main(argv=None):
     if config.format == "keras_hub":
       export_keras_hub(model, vocab_file, tokenizer, staging)
     elif config.format == "hf":
-      export_hf(model, hparams, vocab_file, tokenizer, staging, out)
+      export_hf(model, pretrain_config, vocab_file, tokenizer, staging, out)
     elif config.format == "savedmodel":
       from interop.savedmodel import export_savedmodel
-      export_savedmodel(model, hparams, tokenizer, vocab_file, staging,
+      export_savedmodel(model, pretrain_config, tokenizer, vocab_file, staging,
                         config.max_seq_length or None)
     else:
       from interop.keras_archive import export_keras
-      export_keras(model, hparams,
+      export_keras(model, pretrain_config,
                    os.path.join(staging, "discriminator.keras"))
   progress.finish(f"wrote {config.format} export {out}: "
                   f"{', '.join(sorted(os.listdir(out)))}", done=2)

@@ -32,7 +32,7 @@ def main(argv=None):
   from util.tf_quiet import import_tensorflow
   import_tensorflow()
   from loading.sources import open_source  # TF import after arg checks
-  from pretrain.trainer import Preempted
+  from training.preemption import Preempted
   from pretrain.trainer import Trainer
   trainer = Trainer(config, open_source=open_source)
   if config.do_train:

@@ -122,9 +122,13 @@ def main(argv=None):
       max_seq_length=config.max_seq_length, top_k=config.top_k)
   log = sys.stderr if config.mode == "sentences" else sys.stdout
   # The first line says what this will cost, and what is faster.
-  print(f"loaded {scorer.hparams.objective} model from {config.model_path} "
-        f"in {time.perf_counter() - start:.1f}s; "
-        + scorer.cost(texts_of(config.mode, inputs)), file=log, flush=True)
+  print(
+      f"loaded {scorer.pretrain_config.objective} model from "
+      f"{config.model_path} "
+      f"in {time.perf_counter() - start:.1f}s; " +
+      scorer.cost(texts_of(config.mode, inputs)),
+      file=log,
+      flush=True)
   if config.mode == "sentences":
     results = scorer.score(inputs, log=sys.stderr)
     report_speed(scorer, log)

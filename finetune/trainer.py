@@ -50,14 +50,14 @@ class FinetuningRunner:
     self.pretrained = find_pretrained(config.init_checkpoint or (
         os.path.join(config.data_dir, "models", config.model_name)
         if config.data_dir and config.model_name else ""))
-    p = self.pretrained.config
-    config.validate(p.model_size)
+    pretrain_config = self.pretrained.config
+    config.validate(pretrain_config.model_size)
     self.encoder_config = encoder_config_for(self.pretrained, config)
     if config.max_seq_length > self.encoder_config.max_position_embeddings:
       raise UserError(
           f"max_seq_length {config.max_seq_length} exceeds the model's "
           f"{self.encoder_config.max_position_embeddings} positions")
-    self.tokenizer = runs.load_tokenizer_for(p, config.vocab_file,
+    self.tokenizer = runs.load_tokenizer_for(pretrain_config, config.vocab_file,
                                              config.data_dir)
     distribution.set_precision(config.mixed_precision)
     self.tasks = task_builder.get_tasks(config, self.tokenizer)
@@ -74,10 +74,10 @@ class FinetuningRunner:
 
   def planned_outputs(self):
     """Every prediction file this run will write."""
-    c = self.config
-    splits = (["dev"] if c.do_eval else []) + (
-        ["test"] if c.write_test_outputs else [])
-    return [f for trial in range(c.num_trials) for task in self.tasks
+    config = self.config
+    splits = (["dev"] if config.do_eval else []) + (
+        ["test"] if config.write_test_outputs else [])
+    return [f for trial in range(config.num_trials) for task in self.tasks
             for split in splits
             for f in task.output_files(self._prediction_path(task, split,
                                                              trial))]
@@ -98,8 +98,9 @@ class FinetuningRunner:
     """A split's examples and features, made once per run (not per trial)."""
     key = (task.name, split)
     if key not in self._data:
-      c = self.config
-      n = c.train_examples_limit if split == "train" else c.eval_examples_limit
+      config = self.config
+      n = (config.train_examples_limit if split == "train" else
+           config.eval_examples_limit)
       examples = limit(task.get_examples(split), n)
       if not examples:
         raise UserError(f"{task.name}: no {split} examples")
@@ -108,7 +109,7 @@ class FinetuningRunner:
     return self._data[key]
 
   def _train_data(self):
-    c = self.config
+    config = self.config
     data = {}
     for task in self.tasks:
       examples, features = self._examples_and_features(task, "train")
@@ -116,8 +117,8 @@ class FinetuningRunner:
       n = len(features["input_ids"])
       if not n:
         raise UserError(f"{task.name}: no training examples")
-      steps = max(1, math.ceil(n * c.epochs_for(task.name) /
-                               c.train_batch_size))
+      steps = max(1, math.ceil(n * config.epochs_for(task.name) /
+                               config.train_batch_size))
       data[task.name] = (features, steps)
       print(f"{task.name}: {len(examples)} train examples, {n} rows, "
             f"{steps} steps", flush=True)
@@ -155,21 +156,21 @@ class FinetuningRunner:
     return model
 
   def train(self, model, seed):
-    c = self.config
+    config = self.config
     data = self._train_data()
     steps = {name: s for name, (_, s) in data.items()}
     order = self.schedule(steps)
     total = len(order)
-    optimizer = create_optimizer(
-        c, model.trainable_variables, self.encoder_config.num_hidden_layers,
-        total, self.encoder_config.share_layers)
-    iterators = {name: self._batches(features, c.train_batch_size, seed)
+    optimizer = create_optimizer(config, model.trainable_variables,
+                                 self.encoder_config.num_hidden_layers, total,
+                                 self.encoder_config.share_layers)
+    iterators = {name: self._batches(features, config.train_batch_size, seed)
                  for name, (features, _) in data.items()}
     train_steps = {name: self._train_step(model, optimizer, name)
                    for name in data}
     print(f"fine-tuning {', '.join(data)} for {total} steps "
-          f"(lr {c.learning_rate:g}, layer-wise decay "
-          f"{c.layerwise_lr_decay:g}, batch {c.train_batch_size})",
+          f"(lr {config.learning_rate:g}, layer-wise decay "
+          f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size})",
           flush=True)
     start = last = time.time()
     losses, last_step = [], 0
@@ -181,18 +182,18 @@ class FinetuningRunner:
       if not np.isfinite(losses[-1]):
         raise UserError(f"non-finite loss at step {step} ({name}); try a "
                         "lower learning_rate")
-      if (step % c.log_every_steps == 0 or step == total or
+      if (step % config.log_every_steps == 0 or step == total or
           progress.due(step)):
         now = time.time()
         n = step - last_step
-        rate = n * c.train_batch_size / max(now - last, 1e-9)
+        rate = n * config.train_batch_size / max(now - last, 1e-9)
         eta = (total - step) * (now - start) / step
         print(f"step {step}/{total} | loss {np.mean(losses[-n:]):.4f} | "
               f"{rate:.1f} examples/s | elapsed "
               f"{format_seconds(now - start)}, ETA {format_seconds(eta)}",
               flush=True)
         last, last_step = now, step
-    return float(np.mean(losses[-c.log_every_steps:]))
+    return float(np.mean(losses[-config.log_every_steps:]))
 
   def _train_step(self, model, optimizer, task_name):
     variables = model.variables_for(task_name)
@@ -214,7 +215,7 @@ class FinetuningRunner:
 
   def predict(self, model, task, split):
     """The task's scorer, fed with the model's outputs on `split`."""
-    c = self.config
+    config = self.config
     examples, features = self._examples_and_features(task, split)
     scorer = task.get_scorer(examples, features)
     inputs = model_inputs(features)
@@ -227,31 +228,31 @@ class FinetuningRunner:
 
     losses = []
     progress = Progress(f"{split} {task.name}", n, "examples", sys.stdout)
-    for begin in range(0, n, c.eval_batch_size):
-      batch = {k: v[begin:begin + c.eval_batch_size]
+    for begin in range(0, n, config.eval_batch_size):
+      batch = {k: v[begin:begin + config.eval_batch_size]
                for k, v in inputs.items()}
       out = {k: v.numpy() for k, v in step(batch).items()}
       losses.append(out.pop("loss"))
       scorer.update(out)
-      progress.update(min(begin + c.eval_batch_size, n))
+      progress.update(min(begin + config.eval_batch_size, n))
     progress.finish(done=n, always=False)
     return scorer, (float(np.mean(np.concatenate(losses))) if losses
                     else float("nan"))
 
   def run_trial(self, trial):
-    c = self.config
-    seed = c.seed + trial
+    config = self.config
+    seed = config.seed + trial
     model = self._build(seed)
     results = {}
-    if c.do_train:
+    if config.do_train:
       self.train(model, seed)
     for task in self.tasks:
-      if c.do_eval:
+      if config.do_eval:
         scorer, loss = self.predict(model, task, "dev")
         results[task.name] = dict(scorer.get_results(), loss=loss)
         scorer.write_predictions(self._output(
             self._prediction_path(task, "dev", trial)))
-      if c.write_test_outputs:
+      if config.write_test_outputs:
         scorer, _ = self.predict(model, task, "test")
         path = self._output(self._prediction_path(task, "test", trial))
         scorer.write_predictions(path)
@@ -266,32 +267,33 @@ class FinetuningRunner:
   def _check_inputs(self):
     """Reads and featurizes every split this run needs (once), so that
     missing or bad data is said before `trial 1/N` and any training."""
-    c = self.config
-    splits = {"train" if c.do_train else "dev"}  # _build's split
-    splits |= ({"dev"} if c.do_eval else set()) | (
-        {"test"} if c.write_test_outputs else set())
+    config = self.config
+    splits = {"train" if config.do_train else "dev"}  # _build's split
+    splits |= ({"dev"} if config.do_eval else set()) | (
+        {"test"} if config.write_test_outputs else set())
     for task in self.tasks:
       for split in ("train", "dev", "test"):
         if split in splits:
           self._examples_and_features(task, split)
 
   def run(self):
-    c = self.config
+    config = self.config
     self._check_inputs()
     trials = []
-    for trial in range(c.num_trials):
-      print(f"trial {trial + 1}/{c.num_trials} (seed {c.seed + trial})",
-            flush=True)
+    for trial in range(config.num_trials):
+      print(
+          f"trial {trial + 1}/{config.num_trials} (seed {config.seed + trial})",
+          flush=True)
       trials.append(self.run_trial(trial))
       if trials[-1]:
         print(format_table(trials[-1]), flush=True)
     summary = summarize(trials)
     if summary:
-      out = {"tasks": c.tasks, "num_trials": c.num_trials,
+      out = {"tasks": config.tasks, "num_trials": config.num_trials,
              "summary": summary, "trials": trials}
       path = self._results_path()
       outputs.write_text(path, json.dumps(out, indent=2))
-      print(f"median over {c.num_trials} trial(s):", flush=True)
+      print(f"median over {config.num_trials} trial(s):", flush=True)
       print(format_table({t: {k: v["median"] for k, v in m.items()}
                           for t, m in summary.items()}), flush=True)
       print(json.dumps(summary), flush=True)
@@ -299,8 +301,8 @@ class FinetuningRunner:
 
   def _results_path(self):
     """A new results file: the time stamp, numbered if it is taken."""
-    c = self.config
-    stem = os.path.join(c.output_dir, f"results_{'_'.join(c.tasks)}_"
+    config = self.config
+    stem = os.path.join(config.output_dir, f"results_{'_'.join(config.tasks)}_"
                         f"{time.strftime('%Y%m%d-%H%M%S')}")
     path, n = stem + ".json", 1
     while storage.exists(self._output(path)):

@@ -19,13 +19,13 @@ from util import storage
 from util.errors import UserError
 
 
-def export_keras(model, hparams, path):
+def export_keras(model, pretrain_config, path):
   """Saves the discriminator of pretraining `model` to `path` (.keras);
   returns the Discriminator written."""
   if not hasattr(model, "discriminator_predictions"):
     raise UserError(
         "the .keras format holds ELECTRA/Electric discriminators only; a "
-        f"{hparams.objective} model has none (use --format savedmodel)")
+        f"{pretrain_config.objective} model has none (use --format savedmodel)")
   if not str(path).endswith(".keras"):
     raise UserError(f"a .keras archive's name must end in .keras: {path}")
   disc = Discriminator(model.disc_config, name="discriminator")

@@ -98,22 +98,27 @@ def export_preset(model, tokenizer, vocab_file, output_dir, log=print):
                     "can hold")
   role = DISCRIMINATOR if DISCRIMINATOR in found else GENERATOR
   encoder = found[role][0]
-  c = encoder.config
-  if c.hidden_act not in ACTIVATIONS:
+  model_config = encoder.config
+  if model_config.hidden_act not in ACTIVATIONS:
     raise UserError(f"KerasHub's ElectraBackbone uses the GELU; this "
-                    f"model's activation is {c.hidden_act}")
-  if c.layer_norm_eps != LAYER_NORM_EPS:
-    raise UserError(f"KerasHub's ElectraBackbone uses layer_norm_eps "
-                    f"{LAYER_NORM_EPS:g}; this model's is {c.layer_norm_eps:g}")
+                    f"model's activation is {model_config.hidden_act}")
+  if model_config.layer_norm_eps != LAYER_NORM_EPS:
+    raise UserError(
+        f"KerasHub's ElectraBackbone uses layer_norm_eps "
+        f"{LAYER_NORM_EPS:g}; this model's is {model_config.layer_norm_eps:g}")
   backbone = kh.models.ElectraBackbone(
-      vocab_size=c.vocab_size, num_layers=c.num_hidden_layers,
-      num_heads=c.num_attention_heads, hidden_dim=c.hidden_size,
-      embedding_dim=c.embedding_size, intermediate_dim=c.intermediate_size,
-      dropout=c.hidden_dropout_prob,
-      max_sequence_length=c.max_position_embeddings,
-      num_segments=c.type_vocab_size, dtype="float32")
+      vocab_size=model_config.vocab_size,
+      num_layers=model_config.num_hidden_layers,
+      num_heads=model_config.num_attention_heads,
+      hidden_dim=model_config.hidden_size,
+      embedding_dim=model_config.embedding_size,
+      intermediate_dim=model_config.intermediate_size,
+      dropout=model_config.hidden_dropout_prob,
+      max_sequence_length=model_config.max_position_embeddings,
+      num_segments=model_config.type_vocab_size,
+      dtype="float32")
   weights = {r: export_weights(model, r) for r in found}
-  names = weight_map(c.num_hidden_layers)
+  names = weight_map(model_config.num_hidden_layers)
   variables = _variables(backbone)
   used = set()
   for name, value in weights[role].items():

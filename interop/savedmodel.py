@@ -54,7 +54,7 @@ def read_weights(loaded):
               loaded.weight_map.numpy().decode()).items()}
 
 
-def export_savedmodel(model, hparams, tokenizer, vocab_file, output_dir,
+def export_savedmodel(model, pretrain_config, tokenizer, vocab_file, output_dir,
                       max_seq_length=None):
   """Writes `model` (a restored pretraining model) to `output_dir` with the
   signatures above. tokenizer: the run's (util/tokenization.py), whose
@@ -64,7 +64,7 @@ def export_savedmodel(model, hparams, tokenizer, vocab_file, output_dir,
   tf = import_tensorflow(with_text=True)
   # The objective's own: head(hidden, mask) gives its extra outputs.
   encoder, head, layers = model.export_head()
-  max_len = max_seq_length or hparams.max_seq_length
+  max_len = max_seq_length or pretrain_config.max_seq_length
   if not 2 <= max_len <= encoder.config.max_position_embeddings:
     raise UserError(f"max_seq_length must be in [2, "
                     f"{encoder.config.max_position_embeddings}], got "
@@ -119,12 +119,12 @@ def export_savedmodel(model, hparams, tokenizer, vocab_file, output_dir,
   module.model_variables = variables
   # So that --init-checkpoint can read it back: our name of each weight ->
   # its index in model_variables (plus a GDES table's shared part), and the
-  # run's hparams (interop/sources.py).
+  # run's pretrain_config (interop/sources.py).
   # (String variables: a plain constant attribute is not saved.)
   module.weight_map = tf.Variable(json.dumps(_weight_map(model, variables)),
                                   trainable=False)
   module.pretrain_config = tf.Variable(
-      json.dumps(dataclasses.asdict(hparams)), trainable=False)
+      json.dumps(dataclasses.asdict(pretrain_config)), trainable=False)
   module.text_tokenizer = tokenizer.tf_module
   if vocab_file:
     module.vocab_file = tf.saved_model.Asset(vocab_file)

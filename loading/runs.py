@@ -70,26 +70,27 @@ def is_our_run(path):
   return not path.endswith(".keras")
 
 
-def vocab_path_for(hparams, vocab_file="", data_dir=""):
+def vocab_path_for(pretrain_config, vocab_file="", data_dir=""):
   """`vocab_file`, else the run's, else DATA_DIR/vocab.txt."""
   if vocab_file:
     paths = [vocab_file]
   else:
-    paths = [p for p in (hparams.vocab_file, data_dir and os.path.join(
+    paths = [p for p in (pretrain_config.vocab_file, data_dir and os.path.join(
         data_dir, "vocab.txt")) if p]
   if not paths:
     raise UserError("the run names no vocab file: pass --vocab-file")
   return next((p for p in paths if storage.exists(p)), paths[0])
 
 
-def load_tokenizer_for(hparams, vocab_file="", data_dir=""):
+def load_tokenizer_for(pretrain_config, vocab_file="", data_dir=""):
   """The run's tokenizer (vocab_path_for); its size must be the model's."""
-  path = vocab_path_for(hparams, vocab_file, data_dir)
-  tokenizer = load_tokenizer(path, hparams.do_lower_case)
-  if tokenizer.vocab_size != hparams.vocab_size:
-    raise UserError(f"vocab file {path} has {tokenizer.vocab_size} entries "
-                    f"but the pretrained model has {hparams.vocab_size}; "
-                    "pass the pretraining vocab with --vocab-file")
+  path = vocab_path_for(pretrain_config, vocab_file, data_dir)
+  tokenizer = load_tokenizer(path, pretrain_config.do_lower_case)
+  if tokenizer.vocab_size != pretrain_config.vocab_size:
+    raise UserError(
+        f"vocab file {path} has {tokenizer.vocab_size} entries "
+        f"but the pretrained model has {pretrain_config.vocab_size}; "
+        "pass the pretraining vocab with --vocab-file")
   return tokenizer
 
 

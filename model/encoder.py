@@ -162,17 +162,17 @@ class SelfAttention(layers.Layer):
     self.built = True
 
   def _heads(self, x):
-    c = self.config
+    config = self.config
     return ops.reshape(x, (ops.shape(x)[0], ops.shape(x)[1],
-                           c.num_attention_heads, c.head_size))
+                           config.num_attention_heads, config.head_size))
 
   def call(self, x, mask, training=None):
-    c = self.config
+    config = self.config
     q, k, v = (self._heads(self.query(x)), self._heads(self.key(x)),
                self._heads(self.value(x)))
-    if training and c.attention_probs_dropout_prob > 0:
+    if training and config.attention_probs_dropout_prob > 0:
       # Explicit path: the fused op has no dropout on attention probs.
-      scores = ops.einsum("btnh,bsnh->bnts", q, k) / math.sqrt(c.head_size)
+      scores = ops.einsum("btnh,bsnh->bnts", q, k) / math.sqrt(config.head_size)
       scores = ops.where(mask, ops.cast(scores, "float32"), -1e9)
       probs = ops.cast(ops.softmax(scores, axis=-1), v.dtype)
       probs = self.dropout(probs, training=training)
@@ -180,7 +180,7 @@ class SelfAttention(layers.Layer):
     else:
       context = ops.dot_product_attention(q, k, v, mask=mask)
     return ops.reshape(context, (ops.shape(x)[0], ops.shape(x)[1],
-                                 c.hidden_size))
+                                 config.hidden_size))
 
 
 class TransformerLayer(layers.Layer):

@@ -11,6 +11,7 @@ from typing import Optional
 
 from model.config import GENERATOR_MULTIPLIER
 from pretrain import load_objectives
+from util.config import coerce
 from util.config import parse_config
 from util.errors import UserError
 
@@ -21,6 +22,19 @@ OPTIMIZERS = ("adamw", "lamb")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 INPUT_SHARDING = ("files", "batches")
+
+
+# The original release's switches (its configure_pretraining.py) -> the
+# fields that say the same here; in the order applied, so that
+# untied_generator=false wins over untied_generator_embeddings as it did.
+ORIGINAL_SPELLINGS = {
+    "electra_objective": lambda on: {} if on else {"objective": "mlm"},
+    "electric_objective": lambda on: {"objective": "electric"} if on else {},
+    "untied_generator_embeddings":
+        lambda on: {"weight_sharing": "none"} if on else {},
+    "untied_generator": lambda on: {} if on else {"weight_sharing": "all"},
+    "use_tpu": lambda on: {"strategy": "tpu"} if on else {},
+}
 
 
 @dataclasses.dataclass
@@ -46,12 +60,9 @@ class PretrainingConfig:
 
   # Objective (ELECTRA paper section 2; Table 6): a name registered in
   # pretrain/objectives/ (electra, mlm, electric, script, electra_15,
-  # replace_mlm, all_tokens_mlm). The original release's electra_objective
-  # / electric_objective, untied_generator(_embeddings) and use_tpu are
-  # mapped onto objective / weight_sharing / strategy once, in resolve().
+  # replace_mlm, all_tokens_mlm). The original release's spellings are
+  # accepted in hparams and mapped once (ORIGINAL_SPELLINGS, below).
   objective: str = "electra"
-  electra_objective: bool = True  # original's switch: False = BERT MLM
-  electric_objective: bool = False  # original's switch: True = Electric
   gen_weight: float = 1.0  # generator (MLM) loss weight
   disc_weight: float = 50.0  # discriminator loss weight; SCRIPT's alpha
   mask_prob: float = 0.15
@@ -67,8 +78,6 @@ class PretrainingConfig:
   # all (one encoder; same-size generator), gdes (DeBERTa-V3: discriminator
   # embeddings = stop_gradient(shared) + a zero-initialised delta).
   weight_sharing: str = ""
-  untied_generator_embeddings: bool = False  # original's: = weight_sharing none
-  untied_generator: bool = True  # original's: False = weight_sharing all
   # joint (default), two_stage (generator, then discriminator initialised
   # from it) or adversarial (generator by REINFORCE; ELECTRA appendix F).
   training_algorithm: str = "joint"
@@ -118,7 +127,6 @@ class PretrainingConfig:
   mixed_precision: str = "auto"  # auto: bfloat16 on TPU/GPU(sm80+), else fp32
   xla: bool = False
   strategy: str = "default"
-  use_tpu: bool = False  # original's switch; same as strategy="tpu"
   num_tpu_cores: int = 1
   tpu_job_name: str = ""
   tpu_name: str = ""
@@ -136,17 +144,24 @@ class PretrainingConfig:
       return self.generator_hidden_size
     return GENERATOR_MULTIPLIER.get(self.model_size, 0.25)
 
+  @classmethod
+  def original_spellings(cls, overrides):
+    """`overrides` with the original release's switches replaced by the
+    fields they set (util/config.apply_overrides calls this: the config
+    boundary, the one place these names exist). Fields given directly win.
+    """
+    mapped = {}
+    for name, to_fields in ORIGINAL_SPELLINGS.items():
+      if name in overrides:
+        on = coerce(name, bool, overrides[name])
+        mapped.update(to_fields(on))
+    rest = {k: v for k, v in overrides.items() if k not in ORIGINAL_SPELLINGS}
+    return dict(mapped, **rest)
+
   def resolve(self):
     """Fills derived defaults once all overrides are in."""
-    if not self.electra_objective:  # the original release's switches
-      self.objective = "mlm"
-    if self.electric_objective:
-      self.objective = "electric"
     self.generator_hidden_size = self.generator_multiplier
-    if not self.weight_sharing:
-      self.weight_sharing = (
-          "all" if not self.untied_generator else
-          "none" if self.untied_generator_embeddings else "embeddings")
+    self.weight_sharing = self.weight_sharing or "embeddings"
     if (self.training_algorithm == "two_stage" and
         not self.two_stage_generator_steps):
       self.two_stage_generator_steps = self.num_train_steps // 2
@@ -158,8 +173,6 @@ class PretrainingConfig:
     objectives = load_objectives()
     if self.objective in objectives.objective_names():
       objectives.configure(self)
-    if self.use_tpu:
-      self.strategy = "tpu"
     if self.max_predictions_per_seq is None:
       self.max_predictions_per_seq = int(
           (self.mask_prob + 0.005) * self.max_seq_length)
@@ -228,7 +241,7 @@ class PretrainingConfig:
     """Combinations of generator options that cannot work, named."""
     if self.uniform_generator and self.unigram_generator:
       raise UserError("choose one of uniform_generator and unigram_generator")
-    load_objectives().check_hparams(self)  # the objective's own checks
+    load_objectives().check_config(self)  # the objective's own checks
 
 
 def load_config(argv=None, check_first=None):

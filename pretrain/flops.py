@@ -21,7 +21,7 @@ the matmuls this codebase really runs (no lookups, no elementwise ops), and
 3x the forward pass for training (the backward matmuls are two: gradients of
 inputs and of weights).
 
-Every objective (`hp.objective` and the generator/training switches of a
+Every objective (`config.objective` and the generator/training switches of a
 PretrainingConfig) is a list of parts, each an encoder or a head run on all
 T tokens or on the masked ones (its class's `flops_parts`, in
 pretrain/objectives/); both conventions price the same list, so they cannot
@@ -94,9 +94,10 @@ INFER_SEQ_LEN = 128  # "Infer FLOPs assumes single length-128 input"
 
 
 # ------------------------------------------------------ paper conventions
-def _layer_flops_per_token(c, seq_len):
+def _layer_flops_per_token(model_config, seq_len):
   """One post-LN transformer layer, forward, per token (paper convention)."""
-  h, i, heads = c.hidden_size, c.intermediate_size, c.num_attention_heads
+  h, i = model_config.hidden_size, model_config.intermediate_size
+  heads = model_config.num_attention_heads
   attention = (
       3 * (2 * h * h + h)  # query/key/value dense + bias
       + 2 * h * seq_len  # scores: q . k against every position
@@ -110,10 +111,11 @@ def _layer_flops_per_token(c, seq_len):
   return attention + ffn
 
 
-def _embedding_flops_per_token(c):
+def _embedding_flops_per_token(model_config):
   """Dense (one-hot) lookups of token, position and type, then LN/dropout."""
-  e, h = c.embedding_size, c.hidden_size
-  tables = c.vocab_size + c.max_position_embeddings + c.type_vocab_size
+  e, h = model_config.embedding_size, model_config.hidden_size
+  tables = (model_config.vocab_size + model_config.max_position_embeddings +
+            model_config.type_vocab_size)
   flops = 2 * e * tables + 2 * e + e * (LAYER_NORM + DROPOUT)
   if e != h:  # factorized embeddings are projected up to the hidden size
     flops += 2 * e * h + h
@@ -128,28 +130,29 @@ def encoder_forward_flops(config, seq_len):
   return seq_len * per_token
 
 
-def _mlm_head_flops_per_token(c, towers=1):
+def _mlm_head_flops_per_token(model_config, towers=1):
   """dense(h->e) + GELU + LN, tied vocab projection + bias, softmax; a
   two-tower head's dense reads both towers' states, concatenated."""
-  h, e, v = towers * c.hidden_size, c.embedding_size, c.vocab_size
+  h = towers * model_config.hidden_size
+  e, v = model_config.embedding_size, model_config.vocab_size
   return (2 * h * e + e + e * (GELU + LAYER_NORM) + 2 * e * v + v +
           SOFTMAX * v)
 
 
-def _disc_head_flops_per_token(c):
+def _disc_head_flops_per_token(model_config):
   """dense(h->h) + GELU, dense(h->1), sigmoid."""
-  h = c.hidden_size
+  h = model_config.hidden_size
   return 2 * h * h + h + GELU * h + 2 * h + 1 + SIGMOID
 
 
-def _copy_head_flops_per_token(c):
+def _copy_head_flops_per_token(model_config):
   """all_tokens_mlm's copy probability: dense(h->1), sigmoid."""
-  return 2 * c.hidden_size + 1 + SIGMOID
+  return 2 * model_config.hidden_size + 1 + SIGMOID
 
 
-def _baseline_head_flops_per_token(c):
+def _baseline_head_flops_per_token(model_config):
   """Adversarial training's REINFORCE baseline: dense(h->1)."""
-  return 2 * c.hidden_size + 1
+  return 2 * model_config.hidden_size + 1
 
 
 def discriminator_forward_flops(config, seq_len):
@@ -176,23 +179,23 @@ def infer_flops(config, seq_len=INFER_SEQ_LEN, num_labels=2):
   return encoder_forward_flops(config, seq_len) + head
 
 
-def train_flops_per_step(hparams_or_configs, seq_len=None, batch_size=None,
+def train_flops_per_step(config_or_model_configs, seq_len=None, batch_size=None,
                          masked_fraction=None, factor=PAPER_TRAIN_FACTOR,
                          stage=None):
   """Training FLOPs per step, paper convention (`factor` 2: backward =
   forward; `model_flops_per_step` is the matmul convention's count).
 
-  `hparams_or_configs` is a PretrainingConfig (vocab_size set), counted as
+  `config_or_model_configs` is a PretrainingConfig (vocab_size set), counted as
   its objective, or a (disc_config, gen_config) pair, counted as ELECTRA
   (gen_config None for a uniform generator). A PretrainingConfig also
   supplies seq_len, batch_size and masked_fraction (mask_prob) when they are
   None. Two-stage training: `stage` 1 or 2, else the run's average step.
   """
-  run = _describe(hparams_or_configs, seq_len, batch_size)
+  run = _describe(config_or_model_configs, seq_len, batch_size)
   if masked_fraction is None:
     masked_fraction = run.mask_prob
   per_token = {"mlm_head": _mlm_head_flops_per_token,
-               "two_tower_head": lambda c: _mlm_head_flops_per_token(c, 2),
+               "two_tower_head": lambda m: _mlm_head_flops_per_token(m, 2),
                "disc_head": _disc_head_flops_per_token,
                "copy_head": _copy_head_flops_per_token,
                "baseline_head": _baseline_head_flops_per_token}
@@ -228,7 +231,7 @@ def encoder_matmul_flops(config, seq_len):
   return flops + config.num_hidden_layers * per_layer
 
 
-def model_flops_per_step(hparams_or_configs, seq_len=None, batch_size=None,
+def model_flops_per_step(config_or_model_configs, seq_len=None, batch_size=None,
                          max_predictions=None, factor=MATMUL_TRAIN_FACTOR,
                          stage=None):
   """Training matmul FLOPs of one step as this codebase runs it.
@@ -239,19 +242,19 @@ def model_flops_per_step(hparams_or_configs, seq_len=None, batch_size=None,
   dense then the tied vocabulary projection, at the gathered positions).
   x3 for training; two-stage: `stage` 1 or 2, else the run's average step.
   """
-  run = _describe(hparams_or_configs, seq_len, batch_size)
+  run = _describe(config_or_model_configs, seq_len, batch_size)
   if max_predictions is None:
     if run.max_predictions is None:
       raise ValueError("max_predictions is needed with configs")
     max_predictions = run.max_predictions
   per_token = {  # matmuls of one position; the towers' states concatenated
-      "mlm_head": lambda c: 2 * c.embedding_size * (
-          c.hidden_size + c.vocab_size),
-      "two_tower_head": lambda c: 2 * c.embedding_size * (
-          2 * c.hidden_size + c.vocab_size),
-      "disc_head": lambda c: 2 * c.hidden_size * (c.hidden_size + 1),
-      "copy_head": lambda c: 2 * c.hidden_size,
-      "baseline_head": lambda c: 2 * c.hidden_size}
+      "mlm_head": lambda m: 2 * m.embedding_size * (
+          m.hidden_size + m.vocab_size),
+      "two_tower_head": lambda m: 2 * m.embedding_size * (
+          2 * m.hidden_size + m.vocab_size),
+      "disc_head": lambda m: 2 * m.hidden_size * (m.hidden_size + 1),
+      "copy_head": lambda m: 2 * m.hidden_size,
+      "baseline_head": lambda m: 2 * m.hidden_size}
 
   def price(part):
     if part.kind == "encoder":
@@ -262,15 +265,15 @@ def model_flops_per_step(hparams_or_configs, seq_len=None, batch_size=None,
   return run.batch_size * _step_flops(run, price, factor, stage)
 
 
-def total_train_flops(hparams):
+def total_train_flops(config):
   """Paper-convention FLOPs of a whole run: num_train_steps steps, split
   into two_stage_generator_steps of stage one and the rest of stage two."""
-  run = _describe(hparams)
+  run = _describe(config)
   if run.algorithm != "two_stage":
-    return run.num_train_steps * train_flops_per_step(hparams)
+    return run.num_train_steps * train_flops_per_step(config)
   stage_one, stage_two = run.stage_steps
-  return (stage_one * train_flops_per_step(hparams, stage=1) +
-          stage_two * train_flops_per_step(hparams, stage=2))
+  return (stage_one * train_flops_per_step(config, stage=1) +
+          stage_two * train_flops_per_step(config, stage=2))
 
 
 # ------------------------------------------------- what each objective runs
@@ -316,11 +319,11 @@ _Run = collections.namedtuple(
     "num_train_steps stage_steps")
 
 
-def _describe(hparams_or_configs, seq_len=None, batch_size=None):
+def _describe(config_or_model_configs, seq_len=None, batch_size=None):
   """What a step runs and how often: a PretrainingConfig, or a
   (disc_config, gen_config) pair counted as ELECTRA."""
-  if isinstance(hparams_or_configs, (tuple, list)):
-    disc, gen = hparams_or_configs
+  if isinstance(config_or_model_configs, (tuple, list)):
+    disc, gen = config_or_model_configs
     if seq_len is None or batch_size is None:
       raise ValueError("seq_len and batch_size are needed with configs")
     parts = objectives.objective_class("electra").flops_parts(
@@ -329,30 +332,30 @@ def _describe(hparams_or_configs, seq_len=None, batch_size=None):
                 batch_size=batch_size, mask_prob=PAPER_MASKED_FRACTION,
                 max_predictions=None, algorithm="joint", num_train_steps=None,
                 stage_steps=None)
-  raw = hparams_or_configs
+  raw = config_or_model_configs
   if raw.vocab_size is None:
     raise ValueError("the PretrainingConfig needs vocab_size set")
-  hp = copy.deepcopy(raw)  # resolve() fills the derived defaults (objective
-  hp.resolve()  # switches, Electric's two towers, ...); raw stays as it was
+  config = copy.deepcopy(raw)  # resolve() fills the derived defaults (objective
+  config.resolve()  # switches, Electric's two towers, ...); raw stays as it was
   m = model_config
-  disc = m.get_model_config(hp.model_size, hp.vocab_size,
-                            _shape_overrides(hp.model_hparam_overrides))
+  disc = m.get_model_config(config.model_size, config.vocab_size,
+                            _shape_overrides(config.model_hparam_overrides))
   gen = None  # a uniform or unigram generator is no network
-  if not (hp.uniform_generator or hp.unigram_generator):
-    gen = m.scale_config(disc, hp.generator_hidden_size,
-                         hp.generator_ffn_size, hp.generator_heads,
-                         hp.generator_layers)
-  seq_len = seq_len or hp.max_seq_length
-  steps, stage_one = hp.num_train_steps, hp.two_stage_generator_steps
+  if not (config.uniform_generator or config.unigram_generator):
+    gen = m.scale_config(disc, config.generator_hidden_size,
+                         config.generator_ffn_size, config.generator_heads,
+                         config.generator_layers)
+  seq_len = seq_len or config.max_seq_length
+  steps, stage_one = config.num_train_steps, config.two_stage_generator_steps
   return _Run(
-      parts=objectives.objective_class(hp.objective).flops_parts(
-          hp, disc, gen),
-      seq_len=seq_len, batch_size=batch_size or hp.train_batch_size,
-      mask_prob=hp.mask_prob,
+      parts=objectives.objective_class(config.objective).flops_parts(
+          config, disc, gen),
+      seq_len=seq_len, batch_size=batch_size or config.train_batch_size,
+      mask_prob=config.mask_prob,
       # the unresolved default follows a seq_len given here
       max_predictions=raw.max_predictions_per_seq or int(
-          (hp.mask_prob + 0.005) * seq_len),
-      algorithm=hp.training_algorithm, num_train_steps=steps,
+          (config.mask_prob + 0.005) * seq_len),
+      algorithm=config.training_algorithm, num_train_steps=steps,
       stage_steps=(stage_one, steps - stage_one))
 
 
@@ -402,10 +405,10 @@ def objective_table(model_size="small", vocab_size=PAPER_VOCAB_SIZE):
   as ratios to ELECTRA's."""
   rows = []
   for name, fields in objective_runs().items():
-    hp = PretrainingConfig(model_size=model_size, vocab_size=vocab_size,
+    config = PretrainingConfig(model_size=model_size, vocab_size=vocab_size,
                            **fields)
-    rows.append(dict(name=name, train=train_flops_per_step(hp),
-                     model=model_flops_per_step(hp)))
+    rows.append(dict(name=name, train=train_flops_per_step(config),
+                     model=model_flops_per_step(config)))
   electra = next(r for r in rows if r["name"] == "electra")
   for r in rows:
     r["train_ratio"] = r["train"] / electra["train"]

@@ -17,8 +17,7 @@ CONFIG_FILE = "pretrain_config.json"  # written by pretrain/trainer.py
 
 # Fields that do not change what a run computes: where things are, what to
 # do now, how often to log and save, eval settings, reliability switches,
-# hardware, and the original release's aliases (their effect shows in the
-# fields they set). A change to any other field of a trained run is refused
+# and hardware. A change to any other field of a trained run is refused
 # unless accept_hparam_changes; raising num_train_steps is allowed.
 RUN_SETTINGS = frozenset((
     "data_dir", "model_name", "pretrain_tfrecords", "vocab_file", "model_dir",
@@ -26,11 +25,10 @@ RUN_SETTINGS = frozenset((
     "do_train", "do_eval", "debug", "iterations_per_loop", "log_every_steps",
     "save_checkpoints_steps", "keep_checkpoint_max", "num_eval_steps",
     "eval_batch_size", "skip_nonfinite_steps", "skip_corrupt_records",
-    "input_sharding", "mixed_precision", "xla", "strategy", "use_tpu",
+    "input_sharding", "mixed_precision", "xla", "strategy",
     "num_tpu_cores", "tpu_job_name", "tpu_name", "tpu_zone", "gcp_project",
     "num_gpus", "keep_worker_checkpoints", "intra_op_threads",
-    "inter_op_threads", "electra_objective", "electric_objective",
-    "untied_generator_embeddings", "untied_generator"))
+    "inter_op_threads"))
 
 
 def hparam_changes(saved, config):

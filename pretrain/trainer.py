@@ -5,12 +5,9 @@ log, checkpoint every `save_checkpoints_steps` (model, optimizer and data
 iterator state, so a resumed run continues exactly), repeat.
 """
 
-import dataclasses
 import json
 import os
-import signal
 import sys
-import threading
 import time
 
 import keras
@@ -20,26 +17,18 @@ import tensorflow as tf
 from interop.weights import import_weights
 from interop.weights import networks
 from pretrain import data
-from pretrain import run_config
-from pretrain.run_config import CONFIG_FILE
+from pretrain import run_dir
 from pretrain.objectives import build_model
 from training import checkpointing
 from training import distribution
 from training import optimization
 from training.progress import Progress as ProgressLines
-from training.progress import format_seconds
+from training.preemption import Preempted
+from training.preemption import PreemptionGuard
+from training.step_log import StepLog
 from pretrain import flops
 from util import storage
 from util.errors import UserError
-
-# Changing these between a checkpoint and a resumed run changes the model.
-ARCHITECTURE_KEYS = (
-    "objective", "model_size", "model_hparam_overrides", "vocab_size",
-    "max_seq_length", "generator_hidden_size", "generator_ffn_size",
-    "generator_heads", "generator_layers", "uniform_generator",
-    "unigram_generator", "two_tower_generator", "weight_sharing",
-    "cross_layer_sharing", "training_algorithm", "optimizer")
-
 
 class Trainer:
   """Builds model, optimizer, data and checkpoints for a PretrainingConfig.
@@ -65,7 +54,7 @@ class Trainer:
     keras.utils.set_random_seed(config.seed)  # init, dropout, sampling
     self.precision = distribution.resolve_precision(config)
     distribution.set_precision(self.precision)
-    self._prepare_model_dir()
+    run_dir.prepare(config, self.is_chief)
     counts = (data.load_token_counts(self.meta) if config.unigram_generator
               else None)
     with self.strategy.scope():
@@ -92,67 +81,6 @@ class Trainer:
             f"shards are damaged; training reads what precedes the damage",
             flush=True)
 
-  def _prepare_model_dir(self):
-    """Creates model_dir and records the config; on resume, checks it."""
-    c = self.config
-    path = os.path.join(c.model_dir, CONFIG_FILE)
-    try:
-      storage.makedirs(c.model_dir)
-      write = True
-      if storage.exists(path):
-        text = storage.read_text(path)
-        old = json.loads(text)
-        for key in ARCHITECTURE_KEYS:
-          if key in old and old[key] != getattr(c, key):
-            raise UserError(
-                f"{c.model_dir} holds a model trained with {key}="
-                f"{old[key]!r}, but this run has {key}={getattr(c, key)!r}; "
-                "use another --model-name or the same hparams")
-        write = self._check_resume(old, text)
-      if self.is_chief and write:
-        storage.write_text_atomic(
-            path, json.dumps(dataclasses.asdict(c), indent=2, sort_keys=True))
-    except (OSError, tf.errors.OpError) as e:
-      raise UserError(f"cannot write to model_dir {c.model_dir}: {e}") from None
-
-  def _check_resume(self, old, text):
-    """A trained run goes on only with the hparams it was trained with
-    (raising num_train_steps aside), unless accept_hparam_changes; then its
-    old config is kept beside the new one. Returns whether to write the
-    new config (never for an eval-only run of a trained model)."""
-    c = self.config
-    latest = tf.train.latest_checkpoint(c.model_dir)
-    if not latest:
-      return True  # nothing trained yet: the saved config describes nothing
-    step = latest.rsplit("-", 1)[-1]
-    changes = run_config.hparam_changes(old, c)
-    raised = [ch for ch in changes
-              if ch[0] == "num_train_steps" and ch[2] > ch[1]]
-    others = [ch for ch in changes if ch not in raised]
-    if others and not c.accept_hparam_changes:
-      raise UserError(
-          f"{c.model_dir} was trained (to step {step}) with other hparams: "
-          f"{run_config.describe_changes(others)}; pass the run's own "
-          f"hparams (see its {CONFIG_FILE}), or --accept-hparam-changes to "
-          "go on with these (its old config is kept)")
-    if not c.do_train:
-      if others:
-        print(f"note: evaluating with hparams that differ from the run's "
-              "(--accept-hparam-changes): "
-              f"{run_config.describe_changes(others)}", flush=True)
-      return False
-    if raised:
-      print(f"num_train_steps raised from {raised[0][1]} to {raised[0][2]}: "
-            f"continuing the run from step {step} (the learning-rate "
-            "schedule now ends at the new count)", flush=True)
-    if others:
-      print(f"hparams changed from step {step} on (--accept-hparam-changes):"
-            f" {run_config.describe_changes(others)}", flush=True)
-    if changes and self.is_chief:
-      kept = run_config.keep_config(c.model_dir, text, step)
-      print(f"the run's previous config is kept as {kept}", flush=True)
-    return True
-
   def _checkpoint(self, iterator=None, with_optimizer=True):
     return checkpointing.make_checkpoint(
         self.model, self.optimizer if with_optimizer else None, iterator)
@@ -168,19 +96,20 @@ class Trainer:
 
   def restore(self, checkpoint):
     """Restores the latest checkpoint of model_dir, or init_checkpoint."""
-    c = self.config
-    latest = tf.train.latest_checkpoint(c.model_dir)
+    config = self.config
+    latest = tf.train.latest_checkpoint(config.model_dir)
     try:
       if latest:
         checkpoint.restore(latest).assert_existing_objects_matched()
         print(f"resumed from {latest} at step "
               f"{int(self.optimizer.iterations.numpy())}", flush=True)
-      elif c.init_checkpoint:
-        self._initialise(c.init_checkpoint)
+      elif config.init_checkpoint:
+        self._initialise(config.init_checkpoint)
     except (tf.errors.OpError, AssertionError, ValueError) as e:
       first = str(e).strip().splitlines()[0][:300]
-      raise UserError(f"cannot restore checkpoint {latest or c.init_checkpoint}"
-                      f": {first}") from None
+      raise UserError(
+          f"cannot restore checkpoint {latest or config.init_checkpoint}"
+          f": {first}") from None
 
   def _initialise(self, path):
     """Weights (no optimizer state) from another run of ours with this
@@ -214,9 +143,9 @@ class Trainer:
     return os.path.join(self.config.model_dir, "workers", self.worker_name)
 
   def _checkpoint_manager(self, checkpoint):
-    c = self.config
-    directory = c.model_dir if self.is_chief else self._worker_dir()
-    keep = c.keep_checkpoint_max if self.is_chief else 1
+    config = self.config
+    directory = config.model_dir if self.is_chief else self._worker_dir()
+    keep = config.keep_checkpoint_max if self.is_chief else 1
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep,
                                       checkpoint_name="ckpt")
 
@@ -347,8 +276,8 @@ class Trainer:
     return train_loop
 
   def train(self):
-    c = self.config
-    iterator = iter(self._distributed_dataset(c.train_batch_size, True))
+    config = self.config
+    iterator = iter(self._distributed_dataset(config.train_batch_size, True))
     # A plain tf.data iterator saves its position (shuffle buffers too);
     # distributed iterators cannot, so those resume by skipping batches.
     saves_position = isinstance(iterator, tf.__internal__.tracking.Trackable)
@@ -357,33 +286,33 @@ class Trainer:
     self.restore(checkpoint)
     step = int(self.optimizer.iterations.numpy())
     if not saves_position and step:
-      iterator = iter(self._distributed_dataset(c.train_batch_size, True,
+      iterator = iter(self._distributed_dataset(config.train_batch_size, True,
                                                 start_step=step))
     self.model.begin_step(step, restored=True)
     boundaries = self.model.schedule_boundaries()
     train_loop = self._build_train_loop()
     writer = self._summary_writer("train")
-    if step >= c.num_train_steps:
+    if step >= config.num_train_steps:
       print(f"already trained: step {step} >= num_train_steps "
-            f"{c.num_train_steps}", flush=True)
+            f"{config.num_train_steps}", flush=True)
       return step
     print(f"training {self.model.name} ({self.precision}, "
           f"{self.num_replicas} replica(s), "
           f"{count_params(self.model):,} parameters) from step {step} to "
-          f"{c.num_train_steps}", flush=True)
+          f"{config.num_train_steps}", flush=True)
     # ELECTRA appendix E's convention, as the paper's Table 1 counts.
-    print(f"FLOPs: {flops.train_flops_per_step(c):.3g} per step, "
-          f"{flops.total_train_flops(c):.3g} for the whole run (ELECTRA "
+    print(f"FLOPs: {flops.train_flops_per_step(config):.3g} per step, "
+          f"{flops.total_train_flops(config):.3g} for the whole run (ELECTRA "
           "appendix E convention)", flush=True)
-    log_every = c.log_every_steps or c.iterations_per_loop
-    progress = Progress(c, step)
+    log_every = config.log_every_steps or config.iterations_per_loop
+    progress = StepLog(config, step)
     with PreemptionGuard() as preemption:
-      while step < c.num_train_steps:
-        next_save = (step // c.save_checkpoints_steps + 1) * \
-            c.save_checkpoints_steps
+      while step < config.num_train_steps:
+        next_save = (step // config.save_checkpoints_steps + 1) * \
+            config.save_checkpoints_steps
         next_log = (step // log_every + 1) * log_every
-        n = min(c.iterations_per_loop, next_save - step, next_log - step,
-                c.num_train_steps - step)
+        n = min(config.iterations_per_loop, next_save - step, next_log - step,
+                config.num_train_steps - step)
         n = min([n] + [b - step for b in boundaries if b > step])
         loop_start = time.time()
         logs = self._run_loop(train_loop, iterator, n)
@@ -399,8 +328,8 @@ class Trainer:
           if changed:
             train_loop = self._build_train_loop()
             print(changed, flush=True)
-        if (step % c.save_checkpoints_steps == 0 or
-            step == c.num_train_steps or preemption.requested):
+        if (step % config.save_checkpoints_steps == 0 or
+            step == config.num_train_steps or preemption.requested):
           path = self._save(manager, step)
           print(f"saved {path}", flush=True)
         if preemption.requested:
@@ -411,7 +340,7 @@ class Trainer:
 
   def _run_loop(self, train_loop, iterator, n):
     """One host call of n steps; data errors become one clear line."""
-    c = self.config
+    config = self.config
     try:
       logs = train_loop(iterator, tf.constant(n, tf.int32))
       return {k: float(v) for k, v in logs.items()}
@@ -423,7 +352,7 @@ class Trainer:
       if "Feature" in e.message or "Key:" in e.message:
         raise UserError(f"TFRecords do not match the expected features "
                         f"{data.FEATURE_NAMES} of length "
-                        f"{c.max_seq_length}: "
+                        f"{config.max_seq_length}: "
                         f"{e.message.splitlines()[0][:200]}") from None
       raise
 
@@ -449,20 +378,21 @@ class Trainer:
   # ------------------------------------------------------------------ eval
   def evaluate(self):
     """The objective's eval metrics over num_eval_steps batches."""
-    c = self.config
+    config = self.config
     checkpoint = self._checkpoint()  # the optimizer holds the step count
-    latest = c.eval_checkpoint or tf.train.latest_checkpoint(c.model_dir)
-    if c.eval_checkpoint and not tf.io.gfile.exists(latest + ".index"):
+    latest = config.eval_checkpoint or tf.train.latest_checkpoint(
+        config.model_dir)
+    if config.eval_checkpoint and not tf.io.gfile.exists(latest + ".index"):
       raise UserError(f"eval_checkpoint not found: {latest}")
     if latest:
       checkpointing.read_checkpoint(checkpoint, latest)
-    elif c.init_checkpoint:
-      self._initialise(c.init_checkpoint)
+    elif config.init_checkpoint:
+      self._initialise(config.init_checkpoint)
     else:
       print("note: no checkpoint in model_dir; evaluating initial weights")
     self.model.begin_step(int(self.optimizer.iterations.numpy()),
                           restored=True)
-    iterator = iter(self._distributed_dataset(c.eval_batch_size, False))
+    iterator = iter(self._distributed_dataset(config.eval_batch_size, False))
     keys = tuple(self.model.LOG_KEYS) + tuple(self.model.EVAL_KEYS)
 
     @tf.function
@@ -471,82 +401,29 @@ class Trainer:
       return {k: outputs[k] for k in keys}
 
     arrays = {k: [] for k in keys}
-    lines = ProgressLines("eval", c.num_eval_steps, "batches", sys.stdout)
-    for done in range(1, c.num_eval_steps + 1):
+    lines = ProgressLines("eval", config.num_eval_steps, "batches", sys.stdout)
+    for done in range(1, config.num_eval_steps + 1):
       out = self.strategy.run(eval_step, args=(next(iterator),))
       for k in keys:
         for value in self.strategy.experimental_local_results(out[k]):
           value = np.asarray(value)
           arrays[k].append(value.reshape(1) if value.ndim == 0 else value)
       lines.update(done)
-    lines.finish(f"{c.num_eval_steps * c.eval_batch_size:,} sequences",
-                 always=False)
+    lines.finish(
+        f"{config.num_eval_steps * config.eval_batch_size:,} sequences",
+        always=False)
     arrays = {k: np.concatenate(v) for k, v in arrays.items()}
     results = self.model.eval_metrics(arrays)
     results["global_step"] = int(self.optimizer.iterations.numpy())
-    if self.is_chief and not c.eval_checkpoint:  # the latest model's
+    if self.is_chief and not config.eval_checkpoint:  # the latest model's
       storage.write_text_atomic(
-          os.path.join(c.model_dir, "eval_results.json"),
+          os.path.join(config.model_dir, "eval_results.json"),
           json.dumps(results, indent=2, sort_keys=True))
     writer = self._summary_writer("eval")
     with writer.as_default(step=results["global_step"]):
       for k, v in results.items():
         tf.summary.scalar(k, v)
     return results
-
-
-class Preempted(Exception):
-  """Raised after the checkpoint that a SIGTERM asked for is saved."""
-
-
-class PreemptionGuard:
-  """Turns SIGTERM (the usual preemption notice) into a request that the
-  loop honours after its current host call: save, then stop."""
-
-  def __init__(self):
-    self.requested = False
-    self._previous = None
-
-  def _handler(self, signum, frame):
-    del signum, frame
-    self.requested = True
-    print("SIGTERM: saving a checkpoint after this loop, then stopping",
-          flush=True)
-
-  def __enter__(self):
-    if threading.current_thread() is threading.main_thread():
-      self._previous = signal.signal(signal.SIGTERM, self._handler)
-    return self
-
-  def __exit__(self, *exc):
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
-
-
-class Progress:
-  """The log line and TensorBoard scalars, with throughput and ETA."""
-
-  def __init__(self, config, start_step):
-    self.config = config
-    self.start_step, self.start_time = start_step, time.time()
-
-  def log(self, step, n, elapsed, logs, lr, writer):
-    c = self.config
-    seq_per_s = n * c.train_batch_size / max(elapsed, 1e-9)
-    overall = (step - self.start_step) * c.train_batch_size / max(
-        time.time() - self.start_time, 1e-9)
-    eta = (c.num_train_steps - step) * c.train_batch_size / max(overall, 1e-9)
-    parts = [f"step {step}/{c.num_train_steps}"]
-    parts += [f"{k} {v:.4f}" for k, v in logs.items()]
-    parts += [f"lr {lr:.3g}", f"{seq_per_s:.1f} seq/s",
-              f"{seq_per_s * c.max_seq_length:.0f} tok/s",
-              f"ETA {format_seconds(eta)}"]
-    print(" | ".join(parts), flush=True)
-    with writer.as_default(step=step):
-      for k, v in logs.items():
-        tf.summary.scalar(k, v)
-      tf.summary.scalar("learning_rate", lr)
-      tf.summary.scalar("sequences_per_second", seq_per_s)
 
 
 def count_params(model):

@@ -30,7 +30,6 @@ from scipy.special import logsumexp
 from scoring import estimators
 from scoring.config import TOKEN_BY_TOKEN_METHODS
 from training.progress import Progress
-from util.config import check_choice
 from util.errors import UserError
 
 # Any method but the token-by-token ones is an objective's own one-pass PLL
@@ -88,14 +87,20 @@ def appendix_g_log_p(log_pg, disc_logits, valid, slot, log_a):
 class Scorer:
   """PLLs of sentences under `model` (a pretraining objective)."""
 
-  def __init__(self, model, hparams, tokenizer, method="", batch_size=128,
-               max_seq_length=0, top_k=100):
+  def __init__(self,
+               model,
+               pretrain_config,
+               tokenizer,
+               method="",
+               batch_size=128,
+               max_seq_length=0,
+               top_k=100):
     self.model = model
-    self.hparams = hparams
+    self.pretrain_config = pretrain_config
     self.tokenizer = tokenizer
-    self.method = resolve_method(hparams.objective, method, model)
+    self.method = resolve_method(pretrain_config.objective, method, model)
     self.batch_size = batch_size
-    self.max_seq_length = max_seq_length or hparams.max_seq_length
+    self.max_seq_length = max_seq_length or pretrain_config.max_seq_length
     positions = _max_positions(model)
     if self.max_seq_length > positions:
       raise UserError(f"max_seq_length {self.max_seq_length} exceeds the "
@@ -105,7 +110,7 @@ class Scorer:
                                          ids["mask"]}), np.int32)
     self.top_k = top_k
     if self.method == "electra":
-      room = hparams.vocab_size - len(self.excluded_ids)
+      room = pretrain_config.vocab_size - len(self.excluded_ids)
       if not 0 < top_k <= room:
         raise UserError(f"top_k must be in [1, {room}] for this vocabulary, "
                         f"got {top_k}")
@@ -122,9 +127,9 @@ class Scorer:
     """A Scorer of the pretraining run at `path` (a model_dir or a
     checkpoint prefix); kwargs as the constructor's."""
     from loading.scoring import load_run
-    hparams, model, tokenizer = load_run(
+    pretrain_config, model, tokenizer = load_run(
         path, vocab_file, data_dir, method=kwargs.get("method") or "")
-    return cls(model, hparams, tokenizer, **kwargs)
+    return cls(model, pretrain_config, tokenizer, **kwargs)
 
   # ---------------------------------------------------------------- API
   def score(self, sentences, progress=None, log=None):
@@ -352,4 +357,3 @@ def _max_positions(model):
     if encoder is not None:
       return encoder.config.max_position_embeddings
   raise ValueError(f"{type(model).__name__} has no encoder")
-

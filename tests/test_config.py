@@ -1,5 +1,6 @@
 """Config: presets, precedence, and clear errors for bad hparams."""
 
+import dataclasses
 import glob
 import json
 import os
@@ -78,10 +79,32 @@ def test_presets_exist_and_load():
 
 
 def test_original_objective_switch_selects_bert_mlm():
-  c = load("--no-electra-objective")
+  c = load("--hparams", '{"electra_objective": false}')
   assert (c.objective, c.mask_scheme) == ("mlm", "bert")
   assert load().mask_scheme == "electra"
   assert load("--mask-scheme", "bert").mask_scheme == "bert"
+
+
+def test_original_spellings_map_once_at_the_boundary():
+  """The original release's switches set the fields that say the same;
+  they are not fields themselves, and untied_generator=false wins."""
+  both = ('{"untied_generator": false, "untied_generator_embeddings": true, '
+          '"generator_hidden_size": 1.0}')
+  cases = [('{"electric_objective": true}', "objective", "electric"),
+           ('{"untied_generator_embeddings": true}', "weight_sharing", "none"),
+           (both, "weight_sharing", "all"),
+           ('{"use_tpu": "true"}', "strategy", "tpu"),
+           ('{"electra_objective": false, "objective": "script"}',
+            "objective", "script")]  # a field given directly wins
+  for hparams, field, value in cases:
+    assert getattr(load("--hparams", hparams), field) == value, hparams
+  assert load().weight_sharing == "embeddings"
+  fields = {f.name for f in dataclasses.fields(
+      configure_pretraining.PretrainingConfig)}
+  assert not fields & {"electra_objective", "electric_objective", "use_tpu",
+                       "untied_generator", "untied_generator_embeddings"}
+  with pytest.raises(UserError, match="use_tpu"):
+    load("--hparams", '{"use_tpu": "maybe"}')
 
 
 # ------------------------------------------- flags: no prefixes, one line

@@ -131,7 +131,7 @@ def _reference(model, f):
     hidden = model.discriminator(f["input_ids"], f["input_mask"],
                                  f["segment_ids"])
     logits = np.asarray(model.discriminator_predictions(hidden))
-    if model.hparams.objective == "electric":  # E(x)_t; PLL = -E
+    if model.config.objective == "electric":  # E(x)_t; PLL = -E
       scores = np.asarray(model.pseudo_log_likelihood(f))
     else:  # log p(original) = log sigmoid(-logit)
       scores = -np.logaddexp(0.0, logits)

@@ -183,7 +183,8 @@ def test_two_stage_model_flops_equal_a_hand_count():
 
 def small(**fields):
   from configure_pretraining import PretrainingConfig
-  return PretrainingConfig(vocab_size=30522, **fields)
+  from util.config import apply_overrides  # the original's switches too
+  return apply_overrides(PretrainingConfig(vocab_size=30522), fields)
 
 
 def train(**fields):

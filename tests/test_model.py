@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from configure_pretraining import PretrainingConfig
+from util.config import apply_overrides
 from model import Embeddings
 from model import Encoder
 from model.config import get_model_config
@@ -133,12 +134,15 @@ def test_electra_model_variables_and_vocab_projection_at_masked_only():
   features = model.dummy_features(2)
   out = model(features, training=False)
   # [batch, max_predictions, vocab]: logits only at the masked positions.
-  assert tuple(np.shape(out["mlm_nll"])) == (2, model.hparams.max_predictions_per_seq)
-  assert tuple(np.shape(out["sampled_ids"])) == (2, model.hparams.max_predictions_per_seq)
+  assert tuple(np.shape(
+      out["mlm_nll"])) == (2, model.config.max_predictions_per_seq)
+  assert tuple(np.shape(
+      out["sampled_ids"])) == (2, model.config.max_predictions_per_seq)
 
 
 def test_untied_generator_embeddings_get_their_own_table():
-  model = build_model(electra_hparams(untied_generator_embeddings=True))
+  model = build_model(apply_overrides(  # the original release's switch
+      electra_hparams(), {"untied_generator_embeddings": True}))
   model.build_variables()
   paths = [v.path for v in model.trainable_variables]
   assert sum("word_embeddings" in p for p in paths) == 2
@@ -154,7 +158,7 @@ def test_sample_equal_to_original_counts_as_real():
   positions = np.tile(np.arange(1, 3), (4, 1)).astype(np.int32)
   features.update(input_ids=ids, masked_input_ids=ids.copy(),
                   masked_lm_positions=np.pad(positions, [(0, 0), (0, 0)]))
-  p = model.hparams.max_predictions_per_seq
+  p = model.config.max_predictions_per_seq
   features["masked_lm_positions"] = np.zeros((4, p), np.int32)
   features["masked_lm_positions"][:, :2] = positions
   features["masked_lm_weights"] = np.zeros((4, p), np.float32)
@@ -198,7 +202,8 @@ def test_encoder_matches_numpy_reference():
                     w["embeddings/LayerNorm/beta"], eps)
   x = x @ w["embeddings_project/kernel"] + w["embeddings_project/bias"]
   p = "layer_0/"
-  dense = lambda h, name: h @ w[p + name + "/kernel"] + w[p + name + "/bias"]  # noqa
+  dense = lambda h, name: h @ w[p + name + "/kernel"] + w[p + name + "/bias"
+                                                         ]  # noqa
   heads, size = config.num_attention_heads, config.head_size
   split = lambda h: h.reshape(2, 6, heads, size).transpose(0, 2, 1, 3)  # noqa
   q, k, v = (split(dense(x, "attention/" + n)) for n in ("query", "key",
@@ -229,7 +234,7 @@ def test_masked_lm_objective_matches_numpy_on_its_logits():
   from tests.test_losses import np_masked_lm_loss
   model = build_model(electra_hparams(objective="mlm"))
   model.build_variables()
-  assert model.hparams.mask_scheme == "bert"
+  assert model.config.mask_scheme == "bert"
   rng = np.random.RandomState(4)
   features = model.dummy_features(2)
   features["input_ids"] = rng.randint(5, 60, size=(2, 16)).astype(np.int32)

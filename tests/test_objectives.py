@@ -222,7 +222,7 @@ def np_generator_logits(model, features):
 
 def np_electra(model, features, sampled, only_masked=False):
   """ELECTRA section 2 (and 3.5's ELECTRA 15%), in NumPy."""
-  h = model.hparams
+  h = model.config
   ids, mask = features["input_ids"], features["input_mask"]
   weights = features["masked_lm_weights"]
   logits, gen_hidden = np_generator_logits(model, features)
@@ -327,10 +327,10 @@ def np_softmax(logits):
 def np_pick_logits(model, features):
   """Each objective's sampling logits at the picks, [B, P, V]."""
   positions = features["masked_lm_positions"]
-  if model.hparams.objective == "script":
+  if model.config.objective == "script":
     return np_gather(np_script_scores(model, features["masked_input_ids"],
                                       features), positions)
-  if model.hparams.objective == "electric":
+  if model.config.objective == "electric":
     return np_gather(np_two_tower(model, features), positions)
   return np_generator_logits(model, features)[0]
 
@@ -410,7 +410,7 @@ def test_replace_mlm_matches_numpy():
   np.testing.assert_allclose(out["mlm_loss"], mlm, **TOL)
   np.testing.assert_allclose(out["main_loss"], main, **TOL)
   np.testing.assert_allclose(out["loss"],
-                             model.hparams.gen_weight * mlm + main, **TOL)
+                             model.config.gen_weight * mlm + main, **TOL)
   # Reading [MASK] instead would be plain MLM, a different loss.
   masked_hidden = np_encoder(model.discriminator, f["masked_input_ids"], f)
   masked = np_mean(np_nll(np_mlm_head(
@@ -445,7 +445,7 @@ def test_all_tokens_mlm_matches_numpy():
   np.testing.assert_allclose(out["mlm_loss"], mlm, **TOL)
   np.testing.assert_allclose(out["main_loss"], main, **TOL)
   np.testing.assert_allclose(out["loss"],
-                             model.hparams.gen_weight * mlm + main, **TOL)
+                             model.config.gen_weight * mlm + main, **TOL)
 
 
 def np_two_tower(model, features):
@@ -468,7 +468,7 @@ def np_two_tower(model, features):
 
 def np_electric(model, features, sampled):
   """Cloze MLE over every real token + Algorithm 2's NCE loss."""
-  h = model.hparams
+  h = model.config
   ids, mask = features["input_ids"], features["input_mask"]
   log_q_all = np_two_tower(model, features)
   cloze_nll = -np.take_along_axis(log_q_all, ids[..., None], -1)[..., 0]
@@ -607,8 +607,8 @@ def test_script_losses_match_numpy():
                              1 - p_real[mask > 0], rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(out["mlm_loss"], mlm, **TOL)
   np.testing.assert_allclose(out["disc_loss"], disc, **TOL)
-  np.testing.assert_allclose(out["loss"], model.hparams.gen_weight * mlm +
-                             model.hparams.disc_weight * disc,
+  np.testing.assert_allclose(out["loss"], model.config.gen_weight * mlm +
+                             model.config.disc_weight * disc,
                              rtol=1e-5, atol=1e-4)
 
 
@@ -642,7 +642,7 @@ def test_adversarial_losses_match_numpy():
   model = make_model("electra", training_algorithm="adversarial")
   f = make_batch()
   out = run(model, f)
-  h = model.hparams
+  h = model.config
   weights = f["masked_lm_weights"]
   positions = f["masked_lm_positions"]
   ref = np_electra(model, f, out["sampled_ids"])
@@ -804,7 +804,7 @@ def test_uniform_generator_has_no_variables_and_no_mlm_loss():
                              np_encoder(model.discriminator, corrupt, f))
   disc = np_mean(np_bce(disc_logits, labels.astype(np.float64)),
                  f["input_mask"])
-  np.testing.assert_allclose(out["loss"], model.hparams.disc_weight * disc,
+  np.testing.assert_allclose(out["loss"], model.config.disc_weight * disc,
                              rtol=1e-5, atol=1e-4)
 
 
@@ -838,7 +838,7 @@ def test_two_stage_training():
   out = run(model, f, training=True)
   assert not calls
   assert float(out["disc_loss"]) == 0.0
-  np.testing.assert_allclose(out["loss"], model.hparams.gen_weight *
+  np.testing.assert_allclose(out["loss"], model.config.gen_weight *
                              out["mlm_loss"], rtol=1e-6)
   del model.discriminator.call
 
@@ -856,7 +856,7 @@ def test_two_stage_training():
   ref = np_electra(model, f, out["sampled_ids"])
   np.testing.assert_allclose(out["disc_loss"], ref["disc"], **TOL)
   np.testing.assert_allclose(out["loss"],
-                             model.hparams.disc_weight * ref["disc"],
+                             model.config.disc_weight * ref["disc"],
                              rtol=1e-5, atol=1e-4)
 
 

@@ -326,11 +326,16 @@ def test_nonfinite_steps_can_be_skipped_and_counted(data_dir, capsys,
 
 
 SIGTERM_CHECK = """
-import os, signal, sys, threading
+import os, signal, sys, threading, time
 import run_pretraining
-# Preemption notice once the run is under way.
-threading.Timer(float(sys.argv[1]), os.kill,
-                (os.getpid(), signal.SIGTERM)).start()
+
+def notice():  # the preemption notice, sys.argv[1] s into the training loop
+  while signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    time.sleep(0.1)  # the loop's guard is not installed yet (a slow start)
+  time.sleep(float(sys.argv[1]))
+  os.kill(os.getpid(), signal.SIGTERM)
+
+threading.Thread(target=notice, daemon=True).start()
 run_pretraining.main(sys.argv[2:])
 """
 
@@ -338,7 +343,7 @@ run_pretraining.main(sys.argv[2:])
 def test_sigterm_saves_a_checkpoint_then_exits(data_dir):
   model_dir = os.path.join(data_dir, "models", "preempted")
   result = subprocess.run(
-      [sys.executable, "-c", SIGTERM_CHECK, "12", "--data-dir", data_dir,
+      [sys.executable, "-c", SIGTERM_CHECK, "3", "--data-dir", data_dir,
        "--model-name", "preempted", "--hparams",
        hparams(num_train_steps=100000, save_checkpoints_steps=100000,
                iterations_per_loop=10)],

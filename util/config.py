@@ -33,7 +33,7 @@ def _field_types(cls):
   return {f.name: _base_type(hints[f.name]) for f in dataclasses.fields(cls)}
 
 
-def _coerce(name, tp, value):
+def coerce(name, tp, value):
   """Checks/converts a JSON or flag value to the field's type."""
   if value is None:
     return None
@@ -74,6 +74,9 @@ def apply_overrides(config, overrides, source="hparams"):
   """Returns a copy of `config` with `overrides` (a dict) applied."""
   if not isinstance(overrides, dict):
     raise UserError(f"{source} must be a JSON object, got {overrides!r}")
+  spellings = getattr(type(config), "original_spellings", None)
+  if spellings is not None:  # another release's names for the same fields
+    overrides = spellings(overrides)
   types_ = _field_types(type(config))
   unknown = [k for k in overrides if k not in types_]
   if unknown:
@@ -82,7 +85,7 @@ def apply_overrides(config, overrides, source="hparams"):
             f"known: see {type(config).__name__} in the script's config "
             "module")
     raise UserError(f"unknown hparam '{unknown[0]}' in {source}; {hint}")
-  values = {k: _coerce(k, types_[k], v) for k, v in overrides.items()}
+  values = {k: coerce(k, types_[k], v) for k, v in overrides.items()}
   return dataclasses.replace(config, **values)
 
 

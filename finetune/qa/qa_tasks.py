@@ -95,7 +95,7 @@ class QATask(task.Task):
     """Rows as described in qa_data's docstring. Gold positions are
     filled whenever known (also at eval, for the eval loss)."""
     del is_training  # the same rows serve training and evaluation
-    c, tok = self.config, self.tokenizer
+    config, tok = self.config, self.tokenizer
     contexts = {}
     for ex in examples:
       contexts.setdefault(ex.context, ex)
@@ -107,12 +107,13 @@ class QATask(task.Task):
     docs = {text: qa_data.build_doc(tok, ex.doc_tokens, ex.word_spans,
                                     pieces)
             for text, ex in contexts.items()}
-    rows = qa_data.Rows(c.max_seq_length, tok.special_ids)
+    rows = qa_data.Rows(config.max_seq_length, tok.special_ids)
     for i, ex in enumerate(examples):
       doc = docs[ex.context]
-      query = queries[i][:c.max_query_length]
+      query = queries[i][:config.max_query_length]
       spans = qa_data.doc_spans(
-          len(doc.ids), c.max_seq_length - len(query) - 3, c.doc_stride)
+          len(doc.ids), config.max_seq_length - len(query) - 3,
+          config.doc_stride)
       best = qa_data.max_context_span(spans, len(doc.ids))
       answer = qa_data.answer_pieces(doc, ex, answers[i])
       for s, span in enumerate(spans):
@@ -122,13 +123,14 @@ class QATask(task.Task):
   # -- model
 
   def build_head(self, encoder_config):
-    c = self.config
-    dropout = (c.hidden_dropout_prob if c.hidden_dropout_prob is not None
-               else encoder_config.hidden_dropout_prob)
+    config = self.config
+    dropout = (
+        config.hidden_dropout_prob if config.hidden_dropout_prob is not None
+        else encoder_config.hidden_dropout_prob)
     return qa_head.SQuADHead(
-        encoder_config, c.beam_size, self.v2,
-        answerable_classifier=c.answerable_classifier,
-        answerable_uses_start_logits=c.answerable_uses_start_logits,
+        encoder_config, config.beam_size, self.v2,
+        answerable_classifier=config.answerable_classifier,
+        answerable_uses_start_logits=config.answerable_uses_start_logits,
         dropout=dropout, name=f"{self.name}_head")
 
   def loss_and_outputs(self, head, hidden, features, training):

@@ -1,6 +1,6 @@
 """Pretraining objectives, each a head on the one transformer core.
 
-| objective        | hparams                          | paper                      | file           |
+| objective        | settings                         | paper                      | file           |
 |------------------|----------------------------------|----------------------------|----------------|
 | BERT masked LM   | objective=mlm                    | BERT; ELECTRA Table 4      | mlm.py         |
 | ELECTRA          | objective=electra                | ELECTRA section 2          | electra.py     |
@@ -48,30 +48,30 @@ def objective_class(name):
   return REGISTRY[name]
 
 
-def configure(hparams):
+def configure(config):
   """Fills the objective's derived defaults (PretrainingConfig.resolve)."""
-  cls = objective_class(hparams.objective)
-  cls.configure(hparams)
-  hparams.mask_scheme = hparams.mask_scheme or cls.MASK_SCHEME
+  cls = objective_class(config.objective)
+  cls.configure(config)
+  config.mask_scheme = config.mask_scheme or cls.MASK_SCHEME
 
 
-def check_hparams(hparams):
+def check_config(config):
   """The objective's checks (PretrainingConfig.validate)."""
-  cls = objective_class(hparams.objective)
-  if hparams.training_algorithm not in cls.TRAINING_ALGORITHMS:
+  cls = objective_class(config.objective)
+  if config.training_algorithm not in cls.TRAINING_ALGORITHMS:
     owners = [n for n, c in REGISTRY.items()
-              if hparams.training_algorithm in c.TRAINING_ALGORITHMS]
-    raise UserError(f"training_algorithm {hparams.training_algorithm} is "
+              if config.training_algorithm in c.TRAINING_ALGORITHMS]
+    raise UserError(f"training_algorithm {config.training_algorithm} is "
                     f"for objective {' or '.join(owners)}")
-  cls.check_config(hparams)
+  cls.check_config(config)
 
 
-def build_model(hparams, token_counts=None, special_ids=()):
-  """The Keras model of `hparams.objective`, variables not yet created.
+def build_model(config, token_counts=None, special_ids=()):
+  """The Keras model of `config.objective`, variables not yet created.
 
   token_counts (the dataset's, per vocabulary id) feed a unigram generator.
   """
-  disc_config = get_model_config(hparams.model_size, hparams.vocab_size,
-                                 hparams.model_hparam_overrides)
-  return objective_class(hparams.objective).from_hparams(
-      hparams, disc_config, token_counts, special_ids)
+  disc_config = get_model_config(config.model_size, config.vocab_size,
+                                 config.model_hparam_overrides)
+  return objective_class(config.objective).for_config(
+      config, disc_config, token_counts, special_ids)

@@ -45,15 +45,15 @@ class ReplaceMLMModel(_MainMLM, ElectraModel):
                "sampled_ids", "mlm_nll", "main_predictions", "main_nll")
 
   @classmethod
-  def flops_parts(cls, hparams, disc, gen):
-    return cls.generator_parts(hparams, gen) + [
+  def flops_parts(cls, config, disc, gen):
+    return cls.generator_parts(config, gen) + [
         Part("encoder", disc, ALL, MAIN), Part("mlm_head", disc, MASKED, MAIN)]
 
-  def _build_discriminator_head(self, config):
-    self.main_predictions = MaskedLMHead(config, name="main_predictions")
+  def _build_discriminator_head(self, model_config):
+    self.main_predictions = MaskedLMHead(model_config, name="main_predictions")
 
   def call(self, features, training=None):
-    h = self.hparams
+    config = self.config
     labels = features["masked_lm_ids"]
     weights = ops.cast(features["masked_lm_weights"], "float32")
     gen = self.generate(features, training)
@@ -67,7 +67,7 @@ class ReplaceMLMModel(_MainMLM, ElectraModel):
         logits, labels, weights, features.get("masked_lm_denominator"))
     predictions = ops.cast(ops.argmax(logits, axis=-1), "int32")
     outputs.update({
-        "loss": h.gen_weight * gen["mlm_loss"] + main_loss,
+        "loss": config.gen_weight * gen["mlm_loss"] + main_loss,
         "main_loss": main_loss,
         "main_accuracy": losses.weighted_accuracy(predictions, labels,
                                                   weights),
@@ -95,18 +95,20 @@ class AllTokensMLMModel(_MainMLM, ElectraModel):
                "input_mask", "replaced")
 
   @classmethod
-  def flops_parts(cls, hparams, disc, gen):
-    return cls.generator_parts(hparams, gen) + [
+  def flops_parts(cls, config, disc, gen):
+    return cls.generator_parts(config, gen) + [
         Part("encoder", disc, ALL, MAIN), Part("mlm_head", disc, ALL, MAIN),
         Part("copy_head", disc, ALL, MAIN)]
 
-  def _build_discriminator_head(self, config):
-    self.main_predictions = MaskedLMHead(config, name="main_predictions")
+  def _build_discriminator_head(self, model_config):
+    self.main_predictions = MaskedLMHead(model_config, name="main_predictions")
     self.copy_predictions = keras.layers.Dense(
-        1, kernel_initializer=initializer(config), name="copy_predictions")
+        1,
+        kernel_initializer=initializer(model_config),
+        name="copy_predictions")
 
   def call(self, features, training=None):
-    h = self.hparams
+    config = self.config
     input_ids = ops.cast(features["input_ids"], "int32")
     input_mask = ops.cast(features["input_mask"], "float32")
     gen = self.generate(features, training)
@@ -124,7 +126,7 @@ class AllTokensMLMModel(_MainMLM, ElectraModel):
     correct = ops.cast(ops.equal(
         _mixture_argmax(logits, copy_logits, fake_ids), input_ids), "float32")
     outputs.update({
-        "loss": h.gen_weight * gen["mlm_loss"] + main_loss,
+        "loss": config.gen_weight * gen["mlm_loss"] + main_loss,
         "main_loss": main_loss,
         "main_accuracy": losses.weighted_mean(correct, input_mask),
         "copy_probability": losses.weighted_mean(ops.sigmoid(copy_logits),

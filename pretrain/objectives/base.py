@@ -3,7 +3,7 @@
 An objective is one `PretrainingModel` subclass in one file of this package;
 its NAMES register it for the `objective` hparam. Everything the rest of the
 code asks about an objective is a hook here (defaults and checks of its
-hparams, the parts it runs for FLOPs counting, its export head, its PLL
+config, the parts it runs for FLOPs counting, its export head, its PLL
 estimators, its per-step schedule), so no code outside this package branches
 on an objective's name or type.
 """
@@ -50,27 +50,27 @@ class PretrainingModel(keras.Model):
     for name in cls.__dict__.get("NAMES", ()):
       REGISTRY[name] = cls
 
-  def __init__(self, hparams, **kwargs):
+  def __init__(self, config, **kwargs):
     super().__init__(**kwargs)
-    self.hparams = hparams
+    self.config = config
 
   # ------------------------------------------- before a model exists
   @classmethod
-  def from_hparams(cls, hparams, disc_config, token_counts=None,
+  def for_config(cls, config, disc_config, token_counts=None,
                    special_ids=()):
-    """The model of `hparams`, variables not yet created."""
-    return cls(hparams, disc_config, name=hparams.objective)
+    """The model of `config`, variables not yet created."""
+    return cls(config, disc_config, name=config.objective)
 
   @classmethod
-  def configure(cls, hparams):
-    """Fills this objective's derived defaults into `hparams`."""
+  def configure(cls, config):
+    """Fills this objective's derived defaults into `config`."""
 
   @classmethod
-  def check_config(cls, hparams):
-    """Raises UserError for hparams this objective cannot train with."""
+  def check_config(cls, config):
+    """Raises UserError for a config this objective cannot train with."""
 
   @classmethod
-  def flops_parts(cls, hparams, disc, gen):
+  def flops_parts(cls, config, disc, gen):
     """The Parts one training step runs, forward (pretrain/flops.py prices
     them). disc sizes the main model, gen the generator (None: no network).
     """
@@ -98,10 +98,12 @@ class PretrainingModel(keras.Model):
 
   def dummy_features(self, batch_size=1):
     """Zero features of the right shapes, to create variables eagerly."""
-    h = self.hparams
-    seq = lambda: np.zeros((batch_size, h.max_seq_length), np.int32)  # noqa
-    picks = lambda: np.zeros((batch_size, h.max_predictions_per_seq),  # noqa
-                             np.int32)
+    config = self.config
+    seq = lambda: np.zeros(
+        (batch_size, config.max_seq_length), np.int32)  # noqa
+    picks = lambda: np.zeros(
+        (batch_size, config.max_predictions_per_seq),  # noqa
+        np.int32)
     return {"input_ids": seq(), "input_mask": seq() + 1,
             "segment_ids": seq(), "masked_input_ids": seq(),
             "scoring_mask": seq().astype(np.float32),

@@ -3,7 +3,7 @@
 A small generator fills the masked positions with samples; the
 discriminator labels every token original (0) or replaced (1). A sample
 equal to the original counts as original. Loss = gen_weight * L_MLM +
-disc_weight * L_Disc. Also here, as hparams of the same model:
+disc_weight * L_Disc. Also here, as settings of the same model:
   * ELECTRA 15% (objective=electra_15, section 3.5): L_Disc only over the
     masked positions;
   * weight sharing none / embeddings / all, and DeBERTa-V3's GDES;
@@ -68,15 +68,15 @@ class ElectraModel(PretrainingModel):
                "sampled_ids", "mlm_nll", "disc_probs", "disc_labels",
                "disc_weights")
 
-  def __init__(self, hparams, disc_config, gen_config, unigram=None,
+  def __init__(self, config, disc_config, gen_config, unigram=None,
                **kwargs):
-    super().__init__(hparams, **kwargs)
+    super().__init__(config, **kwargs)
     self.disc_config = disc_config
     self.gen_config = gen_config
-    sharing = hparams.weight_sharing
+    sharing = config.weight_sharing
     self.embeddings = Embeddings(disc_config, name="embeddings")
     disc_embeddings = self.embeddings
-    if hparams.training_algorithm == "two_stage":
+    if config.training_algorithm == "two_stage":
       # The generator stays frozen in stage two, so the discriminator gets
       # embeddings of its own, copied from the generator's at the switch.
       disc_embeddings = Embeddings(disc_config,
@@ -86,100 +86,101 @@ class ElectraModel(PretrainingModel):
           disc_config, self.embeddings, name="discriminator_embeddings")
     self.discriminator = Encoder(disc_config, disc_embeddings,
                                  name="discriminator")
-    self.generator = self._build_generator(hparams, gen_config, unigram)
+    self.generator = self._build_generator(config, gen_config, unigram)
     self._build_discriminator_head(disc_config)
-    self.sample_seed = keras.random.SeedGenerator(hparams.seed,
+    self.sample_seed = keras.random.SeedGenerator(config.seed,
                                                   name="sample_seed")
     # Two-stage training (section 3.2): 1 = generator only, 2 = the
     # discriminator, initialised from the generator, which is then frozen.
-    self.stage = 1 if hparams.training_algorithm == "two_stage" else 0
-    if hparams.training_algorithm == "adversarial":
+    self.stage = 1 if config.training_algorithm == "two_stage" else 0
+    if config.training_algorithm == "adversarial":
       self.LOG_KEYS = self.LOG_KEYS + ("policy_loss", "baseline_loss")
 
   # ------------------------------------------- before a model exists
   @classmethod
-  def from_hparams(cls, hparams, disc_config, token_counts=None,
+  def for_config(cls, config, disc_config, token_counts=None,
                    special_ids=()):
-    gen_config = scale_config(disc_config, hparams.generator_multiplier,
-                              hparams.generator_ffn_size,
-                              hparams.generator_heads,
-                              hparams.generator_layers)
+    gen_config = scale_config(disc_config, config.generator_multiplier,
+                              config.generator_ffn_size,
+                              config.generator_heads,
+                              config.generator_layers)
     unigram = None
-    if hparams.unigram_generator:
+    if config.unigram_generator:
       if token_counts is None:
         raise ValueError("a unigram generator needs the dataset's token "
                          "counts")
       unigram = unigram_log_probs(np.asarray(token_counts), special_ids)
-    return cls(hparams, disc_config, gen_config, unigram,
-               name=hparams.objective)
+    return cls(config, disc_config, gen_config, unigram,
+               name=config.objective)
 
   @classmethod
-  def check_config(cls, h):
+  def check_config(cls, config):
     """Generator options that cannot work together, named."""
-    same_size = all(getattr(h, f"generator_{k}") in (None, 1.0) for k in
+    same_size = all(getattr(config, f"generator_{k}") in (None, 1.0) for k in
                     ("hidden_size", "ffn_size", "heads", "layers"))
-    fixed = h.uniform_generator or h.unigram_generator
-    if fixed and h.training_algorithm != "joint":
-      raise UserError(f"training_algorithm {h.training_algorithm} trains "
+    fixed = config.uniform_generator or config.unigram_generator
+    if fixed and config.training_algorithm != "joint":
+      raise UserError(f"training_algorithm {config.training_algorithm} trains "
                       "a generator; a uniform/unigram one has nothing to train")
-    if h.weight_sharing == "all" and not same_size:
+    if config.weight_sharing == "all" and not same_size:
       raise UserError("weight_sharing=all (untied_generator=false) uses one "
                       "encoder for both, so the generator_* multipliers must "
                       "be 1.0")
-    if h.weight_sharing == "all" and h.two_tower_generator:
+    if config.weight_sharing == "all" and config.two_tower_generator:
       raise UserError("weight_sharing=all cannot share a bidirectional "
                       "encoder with a two-tower generator")
-    if h.training_algorithm == "two_stage":
+    if config.training_algorithm == "two_stage":
       if not same_size:
         raise UserError("training_algorithm=two_stage initialises the "
                         "discriminator from the generator, so the generator_* "
                         "multipliers must be 1.0 (ELECTRA section 3.2)")
-      if h.weight_sharing in ("all", "gdes") or h.two_tower_generator:
+      if config.weight_sharing in ("all", "gdes") or config.two_tower_generator:
         raise UserError("training_algorithm=two_stage copies the generator "
                         "into a separate discriminator (weight_sharing "
                         "embeddings or none; no two-tower generator)")
-      if not 0 <= h.two_stage_generator_steps < h.num_train_steps:
+      if not 0 <= config.two_stage_generator_steps < config.num_train_steps:
         raise UserError("two_stage_generator_steps must be in [0, "
                         "num_train_steps)")
-    if h.training_algorithm == "adversarial" and h.two_tower_generator:
+    if (config.training_algorithm == "adversarial" and
+        config.two_tower_generator):
       raise UserError("adversarial training needs a masked-LM generator")
 
   @classmethod
-  def generator_parts(cls, hparams, gen, where=MASKED):
+  def generator_parts(cls, config, gen, where=MASKED):
     """The generator's Parts (none for a uniform/unigram one): one or two
     towers, its head at `where`, adversarial training's baseline."""
     if gen is None:
       return []
-    towers = 2 if hparams.two_tower_generator else 1
-    head = "two_tower_head" if hparams.two_tower_generator else "mlm_head"
+    towers = 2 if config.two_tower_generator else 1
+    head = "two_tower_head" if config.two_tower_generator else "mlm_head"
     parts = [Part("encoder", gen, ALL, GENERATOR)] * towers
     parts.append(Part(head, gen, where, GENERATOR))
-    if hparams.training_algorithm == "adversarial":
+    if config.training_algorithm == "adversarial":
       parts.append(Part("baseline_head", gen, MASKED, GENERATOR))
     return parts
 
   @classmethod
-  def flops_parts(cls, hparams, disc, gen):
+  def flops_parts(cls, config, disc, gen):
     # electra_15 only drops unmasked tokens from the loss.
-    return cls.generator_parts(hparams, gen) + [
+    return cls.generator_parts(config, gen) + [
         Part("encoder", disc, ALL, MAIN), Part("disc_head", disc, ALL, MAIN)]
 
-  def _build_generator(self, hparams, gen_config, unigram):
-    if hparams.uniform_generator or hparams.unigram_generator:
+  def _build_generator(self, config, gen_config, unigram):
+    if config.uniform_generator or config.unigram_generator:
       return FixedGenerator(gen_config.vocab_size, unigram, name="generator")
-    sharing = hparams.weight_sharing
+    sharing = config.weight_sharing
     embeddings = None if sharing == "none" else self.embeddings
-    if hparams.two_tower_generator:
+    if config.two_tower_generator:
       return TwoTowerGenerator(gen_config, embeddings, name="generator")
     return MaskedLMGenerator(
         gen_config, embeddings,
         encoder=self.discriminator if sharing == "all" else None,
-        with_baseline=hparams.training_algorithm == "adversarial",
+        with_baseline=config.training_algorithm == "adversarial",
         name="generator")
 
-  def _build_discriminator_head(self, config):
+  def _build_discriminator_head(self, model_config):
     self.discriminator_predictions = DiscriminatorHead(
-        config, name="discriminator_predictions")
+        model_config, name="discriminator_predictions")
 
   @property
   def has_generator_network(self):
@@ -192,7 +193,7 @@ class ElectraModel(PretrainingModel):
     Returns a dict: logits, hidden (None without a network), mlm_loss,
     mlm_nll, mlm_predictions, sampled ids [B, P] and fake_ids [B, T].
     """
-    h = self.hparams
+    config = self.config
     labels = features["masked_lm_ids"]
     weights = ops.cast(features["masked_lm_weights"], "float32")
     gen_training = training and self.stage != 2  # frozen in stage two
@@ -203,8 +204,8 @@ class ElectraModel(PretrainingModel):
     if not self.has_generator_network:
       mlm_loss = ops.zeros(())
     sampled = sample_from_softmax(
-        logits, self.sample_seed, h.temperature,
-        disallow_ids=labels if h.disallow_correct else None)
+        logits, self.sample_seed, config.temperature,
+        disallow_ids=labels if config.disallow_correct else None)
     fake_ids, _ = scatter_positions(features["masked_input_ids"],
                                     features["masked_lm_positions"], sampled,
                                     weights)
@@ -232,7 +233,7 @@ class ElectraModel(PretrainingModel):
   def disc_weights(self, features):
     """Tokens the discriminator loss covers: all (ELECTRA) or only the
     masked ones (ELECTRA 15%), with the matching global denominator."""
-    if self.hparams.objective == "electra_15":
+    if self.config.objective == "electra_15":
       weights = ops.cast(features["masked_lm_weights"], "float32")
       _, picked = scatter_positions(features["input_ids"],
                                     features["masked_lm_positions"],
@@ -243,12 +244,12 @@ class ElectraModel(PretrainingModel):
             features.get("input_mask_denominator"))
 
   def call(self, features, training=None):
-    h = self.hparams
+    config = self.config
     gen = self.generate(features, training)
     outputs = self.generator_outputs(features, gen)
     if self.stage == 1:  # generator only: the discriminator is not run
       zero = ops.zeros(())
-      outputs.update(loss=h.gen_weight * gen["mlm_loss"], disc_loss=zero,
+      outputs.update(loss=config.gen_weight * gen["mlm_loss"], disc_loss=zero,
                      disc_accuracy=zero, disc_skill=zero,
                      replaced_fraction=zero)
       return self._placeholder_disc_outputs(features, outputs)
@@ -266,14 +267,14 @@ class ElectraModel(PretrainingModel):
         disc_logits, disc_labels, weights, denominator)
 
     gen_loss = gen["mlm_loss"]
-    if h.training_algorithm == "adversarial":
+    if config.training_algorithm == "adversarial":
       gen_loss = self._adversarial_loss(features, gen, token_losses, outputs)
     if self.stage == 2:
       gen_loss = ops.zeros(())  # frozen
     disc_predictions = ops.cast(disc_logits > 0, "float32")
     mask_weights = ops.cast(features["masked_lm_weights"], "float32")
     outputs.update({
-        "loss": h.gen_weight * gen_loss + h.disc_weight * disc_loss,
+        "loss": config.gen_weight * gen_loss + config.disc_weight * disc_loss,
         "disc_loss": disc_loss,
         "disc_accuracy": losses.weighted_accuracy(disc_predictions,
                                                   disc_labels, weights),
@@ -326,14 +327,14 @@ class ElectraModel(PretrainingModel):
 
   # ---------------------------------------------------- two-stage training
   def schedule_boundaries(self):
-    if self.hparams.training_algorithm != "two_stage":
+    if self.config.training_algorithm != "two_stage":
       return ()
-    return (self.hparams.two_stage_generator_steps,)
+    return (self.config.two_stage_generator_steps,)
 
   def begin_step(self, step, restored=False):
     """Two-stage training: at the switch step the discriminator starts from
     the generator; a run restored past it is already in stage two."""
-    if self.stage != 1 or step < self.hparams.two_stage_generator_steps:
+    if self.stage != 1 or step < self.config.two_stage_generator_steps:
       return None
     if restored:  # the checkpoint holds stage two's weights
       self.stage = 2
@@ -413,7 +414,7 @@ class ElectraModel(PretrainingModel):
   def appendix_g_log_a(self):
     """log((1 - p_mask) / p_mask) of ELECTRA appendix G; ELECTRA 15% sees
     only masked tokens, so its prior of an original token is 0."""
-    if self.hparams.objective == "electra_15":
+    if self.config.objective == "electra_15":
       return -np.inf
-    p_mask = self.hparams.mask_prob
+    p_mask = self.config.mask_prob
     return float(np.log((1 - p_mask) / p_mask))

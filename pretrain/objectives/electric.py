@@ -39,19 +39,19 @@ class ElectricModel(ElectraModel):
                "input_mask", "pll_tokens", "scoring_mask")
 
   @classmethod
-  def configure(cls, hparams):
-    hparams.two_tower_generator = True  # q must be a two-tower cloze model
+  def configure(cls, config):
+    config.two_tower_generator = True  # q must be a two-tower cloze model
 
   @classmethod
-  def check_config(cls, hparams):
-    check_learned_generator(hparams)
-    super().check_config(hparams)
+  def check_config(cls, config):
+    check_learned_generator(config)
+    super().check_config(config)
 
   @classmethod
-  def flops_parts(cls, hparams, disc, gen):
+  def flops_parts(cls, config, disc, gen):
     # The NCE loss needs q of every token, replaced or not, so the cloze
     # head runs at all T; the energy head is the discriminator's.
-    return cls.generator_parts(hparams, gen, where=ALL) + [
+    return cls.generator_parts(config, gen, where=ALL) + [
         Part("encoder", disc, ALL, MAIN), Part("disc_head", disc, ALL, MAIN)]
 
   def one_pass_pll(self, features, positions):
@@ -60,7 +60,7 @@ class ElectricModel(ElectraModel):
     return gather_positions(pll, positions)
 
   def call(self, features, training=None):
-    h = self.hparams
+    config = self.config
     input_ids = ops.cast(features["input_ids"], "int32")
     input_mask = ops.cast(features["input_mask"], "float32")
     mask_denominator = features.get("input_mask_denominator")
@@ -80,7 +80,7 @@ class ElectricModel(ElectraModel):
 
     # Algorithm 2: k noise samples in one pass, at the picked positions.
     sampled = sample_from_softmax(gather_positions(cloze_logits, positions),
-                                  self.sample_seed, h.temperature)
+                                  self.sample_seed, config.temperature)
     noised_ids, replaced = scatter_positions(input_ids, positions, sampled,
                                              weights)
     log_q = ops.stop_gradient(_pick(cloze_logits, noised_ids) - log_z)
@@ -92,7 +92,7 @@ class ElectricModel(ElectraModel):
         nce_logits, nce_labels, input_mask, mask_denominator)
 
     outputs = {
-        "loss": h.gen_weight * cloze_loss + h.disc_weight * nce_loss,
+        "loss": config.gen_weight * cloze_loss + config.disc_weight * nce_loss,
         "cloze_loss": cloze_loss,
         "nce_loss": nce_loss,
         "cloze_accuracy": losses.weighted_mean(cloze_correct, input_mask),

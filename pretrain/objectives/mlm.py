@@ -30,17 +30,17 @@ class MaskedLMModel(PretrainingModel):
   EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
                "mlm_nll")
 
-  def __init__(self, hparams, config, **kwargs):
-    super().__init__(hparams, **kwargs)
-    self.encoder = Encoder(config, name="encoder")
-    self.mlm_predictions = MaskedLMHead(config, name="mlm_predictions")
+  def __init__(self, config, model_config, **kwargs):
+    super().__init__(config, **kwargs)
+    self.encoder = Encoder(model_config, name="encoder")
+    self.mlm_predictions = MaskedLMHead(model_config, name="mlm_predictions")
 
   @classmethod
-  def check_config(cls, hparams):
-    check_no_generator(hparams)
+  def check_config(cls, config):
+    check_no_generator(config)
 
   @classmethod
-  def flops_parts(cls, hparams, disc, gen):
+  def flops_parts(cls, config, disc, gen):
     return [Part("encoder", disc, ALL, MAIN),
             Part("mlm_head", disc, MASKED, MAIN)]
 
@@ -97,17 +97,17 @@ def masked_lm_export_head(encoder, lm):
   return encoder, head, [encoder, lm]
 
 
-def check_no_generator(hparams):
+def check_no_generator(config):
   """For objectives whose one network is a masked LM: generator options
   name something they do not have."""
-  if hparams.two_tower_generator:
-    raise UserError(f"objective {hparams.objective} has no generator "
+  if config.two_tower_generator:
+    raise UserError(f"objective {config.objective} has no generator "
                     "network to make two-tower")
-  check_learned_generator(hparams)
+  check_learned_generator(config)
 
 
-def check_learned_generator(hparams):
+def check_learned_generator(config):
   """For objectives that need no fixed (uniform/unigram) generator."""
-  if hparams.uniform_generator or hparams.unigram_generator:
-    raise UserError(f"objective {hparams.objective} has no use for "
+  if config.uniform_generator or config.unigram_generator:
+    raise UserError(f"objective {config.objective} has no use for "
                     "uniform_generator/unigram_generator")

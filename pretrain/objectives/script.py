@@ -43,19 +43,19 @@ class ScriptModel(PretrainingModel):
                "sampled_ids", "mlm_nll", "disc_probs", "disc_labels",
                "input_mask", "pll_tokens", "scoring_mask")
 
-  def __init__(self, hparams, config, **kwargs):
-    super().__init__(hparams, **kwargs)
-    self.encoder = Encoder(config, name="encoder")
-    self.mlm_predictions = MaskedLMHead(config, name="mlm_predictions")
-    self.sample_seed = keras.random.SeedGenerator(hparams.seed,
+  def __init__(self, config, model_config, **kwargs):
+    super().__init__(config, **kwargs)
+    self.encoder = Encoder(model_config, name="encoder")
+    self.mlm_predictions = MaskedLMHead(model_config, name="mlm_predictions")
+    self.sample_seed = keras.random.SeedGenerator(config.seed,
                                                   name="sample_seed")
 
   @classmethod
-  def check_config(cls, hparams):
-    check_no_generator(hparams)
+  def check_config(cls, config):
+    check_no_generator(config)
 
   @classmethod
-  def flops_parts(cls, hparams, disc, gen):
+  def flops_parts(cls, config, disc, gen):
     # Pass 1 on the masked input, pass 2 (the critic) on the sampled one,
     # whose negative score is a logsumexp of vocabulary logits everywhere
     # (priced as the MLM head's softmax); backward through both.
@@ -76,7 +76,7 @@ class ScriptModel(PretrainingModel):
         self.vocab_logits(ids, features, training=training))
 
   def call(self, features, training=None):
-    h = self.hparams
+    config = self.config
     input_ids = ops.cast(features["input_ids"], "int32")
     labels = features["masked_lm_ids"]
     weights = ops.cast(features["masked_lm_weights"], "float32")
@@ -91,7 +91,8 @@ class ScriptModel(PretrainingModel):
 
     # Gumbel-max on log pi / tau: a hard sample of Eq. 3 (which, taken as
     # argmax, would not depend on tau; ELECTRA-style temperature does).
-    sampled = gumbel_max_sample(mlm_logits, self.sample_seed, h.temperature)
+    sampled = gumbel_max_sample(mlm_logits, self.sample_seed,
+                                config.temperature)
     fake_ids, _ = scatter_positions(features["masked_input_ids"], positions,
                                     sampled, weights)
     disc_labels = ops.cast(ops.not_equal(fake_ids, input_ids),
@@ -102,7 +103,7 @@ class ScriptModel(PretrainingModel):
         features.get("input_mask_denominator"))
 
     outputs = {
-        "loss": h.gen_weight * mlm_loss + h.disc_weight * disc_loss,
+        "loss": config.gen_weight * mlm_loss + config.disc_weight * disc_loss,
         "mlm_loss": mlm_loss,
         "disc_loss": disc_loss,
         "mlm_accuracy": losses.weighted_accuracy(mlm_predictions, labels,
