@@ -30,7 +30,10 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from interop.config import load_config  # noqa: E402
+from training.progress import Progress  # noqa: E402
+from util import outputs  # noqa: E402
 from util.errors import main_guard  # noqa: E402
+from util.errors import UserError  # noqa: E402
 
 
 def export_hf(model, pretrain_config, vocab_file, tokenizer, output_dir,
@@ -40,7 +43,6 @@ def export_hf(model, pretrain_config, vocab_file, tokenizer, output_dir,
   from interop.weights import networks
   found = networks(model)
   if not found:
-    from util.errors import UserError
     raise UserError(f"a {pretrain_config.objective} model has no network "
                     "transformers' ELECTRA classes can hold")
   for role, (encoder, head) in found.items():
@@ -78,7 +80,6 @@ def export_keras_hub(model, vocab_file, tokenizer, output_dir):
 @main_guard
 def main(argv=None):
   config = load_config(argv)
-  from training.progress import Progress
   progress = Progress("export", 2, "steps", sys.stdout)
   from util.tf_quiet import import_tensorflow
   import_tensorflow(with_text=True)
@@ -117,8 +118,6 @@ def staging_dir(out):
   """A hidden folder beside `out` to export into, moved into place only
   when complete: a failed or interrupted export leaves `out` as it was
   (absent, or the empty folder the user made)."""
-  from util import outputs
-  from util.errors import UserError
   parent = os.path.dirname(os.path.abspath(out))
   try:
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.",

@@ -14,6 +14,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from pretrain import config as configure_pretraining  # noqa: E402
+from training.preemption import Preempted  # noqa: E402
 from util.config import check_data_dir  # noqa: E402
 from util.errors import main_guard  # noqa: E402
 
@@ -32,7 +33,6 @@ def main(argv=None):
   from util.tf_quiet import import_tensorflow
   import_tensorflow()
   from loading.sources import open_source  # TF import after arg checks
-  from training.preemption import Preempted
   from pretrain.trainer import Trainer
   trainer = Trainer(config, open_source=open_source)
   if config.do_train:

@@ -22,15 +22,18 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from scoring import blimp  # noqa: E402
+from scoring import nbest  # noqa: E402
 from scoring.config import load_config  # noqa: E402
-from util.errors import UserError  # noqa: E402
+from util import outputs  # noqa: E402
+from util import text_files  # noqa: E402
 from util.errors import main_guard  # noqa: E402
+from util.errors import UserError  # noqa: E402
 
 
 def read_lines(path):
   """One sentence a line, from a file or stdin ("" or "-"); strict UTF-8
   (the bytes, not the locale's decoding of them)."""
-  from util import text_files
   if path in ("", "-"):
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # a text stream put in its place (tests)
@@ -50,9 +53,7 @@ def load_inputs(config):
   if config.mode == "sentences":
     return read_lines(config.input_file)
   if config.mode == "blimp":
-    from scoring import blimp
     return blimp.load_pairs(config.blimp_dir, config.blimp_limit)
-  from scoring import nbest
   return [nbest.load_nbest(path, config.nbest_limit) if path else None
           for path in (config.nbest_dev, config.nbest_test)]
 
@@ -102,7 +103,6 @@ def write_sentences(scorer, results, config):
         out.write(f"{r.pll:.4f}\t{len(r.token_ids)}\t{r.text}\n")
 
   if config.output_file:
-    from util import outputs
     outputs.write_atomic(config.output_file, write)
   else:
     write(sys.stdout)
@@ -135,16 +135,13 @@ def main(argv=None):
     write_sentences(scorer, results, config)
     return results
   if config.mode == "blimp":
-    from scoring import blimp
     results = blimp.evaluate(inputs, timed_scorer(scorer, log))
     print(blimp.format_results(results), flush=True)
   else:
-    from scoring import nbest
     results = nbest.evaluate(inputs[0], inputs[1],
                              timed_scorer(scorer, log), config.lambda_grid)
     print(nbest.format_results(results), flush=True)
   if config.results_file:
-    from util import outputs
     outputs.write_text(config.results_file, json.dumps(results, indent=2))
   return results
 

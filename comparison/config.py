@@ -9,6 +9,7 @@ from pretrain.config import PretrainingConfig
 from scoring.config import ScoringConfig
 from util import storage
 from util.config import apply_overrides
+from util.config import parse_config
 from util.errors import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -129,7 +130,6 @@ class ComparisonConfig:
 
 
 def load_config(argv=None):
-  from util.config import parse_config
   config, _ = parse_config(
       ComparisonConfig, argv,
       description="Pretrain objectives for equal FLOPs, fine-tune and "

@@ -9,6 +9,7 @@ from util import storage
 from util.config import check_choice
 from util.config import check_data_dir
 from util.config import model_path
+from util.config import parse_config
 from util.config import require_model_path
 from util.errors import UserError
 from util.outputs import check_output_dir
@@ -58,7 +59,6 @@ class ExportConfig:
 
 
 def load_config(argv=None):
-  from util.config import parse_config
   config, _ = parse_config(
       ExportConfig, argv,
       description="Export a pretrained model: a TF SavedModel, a .keras "

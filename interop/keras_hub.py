@@ -26,7 +26,9 @@ import keras
 import numpy as np
 
 from interop.weights import DISCRIMINATOR
+from interop.weights import export_weights
 from interop.weights import GENERATOR
+from interop.weights import networks
 from util import storage
 from util.errors import UserError
 
@@ -89,8 +91,6 @@ def export_preset(model, tokenizer, vocab_file, output_dir, log=print):
   """Writes `model` (a pretraining model) as a KerasHub preset; returns
   the largest difference between KerasHub's sequence output and ours on a
   probe batch (checked by loading the preset back with from_preset)."""
-  from interop.weights import export_weights  # pylint: disable=g-import-not-at-top
-  from interop.weights import networks  # pylint: disable=g-import-not-at-top
   kh = _keras_hub()
   found = networks(model)
   if not found:

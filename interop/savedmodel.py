@@ -23,6 +23,8 @@ import json
 
 from keras import ops
 
+from interop.weights import networks
+from interop.weights import role_slots
 from util.errors import UserError
 from util.tf_quiet import import_tensorflow
 
@@ -33,8 +35,6 @@ TEXT_SIGNATURE = "serve_text"
 def _weight_map(model, variables):
   """{role: {name: [index, offset index or -1]}} for the networks whose
   variables the SavedModel holds."""
-  from interop.weights import networks
-  from interop.weights import role_slots
   index = {id(v): i for i, v in enumerate(variables)}
   out = {}
   for role in networks(model):

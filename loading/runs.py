@@ -10,8 +10,12 @@ import os
 
 import numpy as np
 
+from interop.weights import import_weights
+from pretrain.objectives import build_model
 from pretrain.run_config import CONFIG_FILE
 from pretrain.run_config import config_from_json
+from training.checkpointing import make_checkpoint
+from training.checkpointing import read_checkpoint
 from util import storage
 from util.errors import UserError
 from util.text_files import read_text
@@ -98,22 +102,16 @@ def restore_model(pretrained, token_counts=None, special_ids=(), need=()):
   """The run's whole pretraining model, its variables restored. From
   another format, only the networks it holds are restored; `need` names
   the roles (discriminator, generator) the caller cannot do without."""
-  # Keras and TensorFlow are imported when a model is restored, not when a
-  # run is found (this module stays light).
-  from pretrain.objectives import build_model
-  from training.checkpointing import make_checkpoint
-  from training.checkpointing import read_checkpoint
-  config = pretrained.config
-  if config.unigram_generator and token_counts is None:
+  pretrain_config = pretrained.config
+  if pretrain_config.unigram_generator and token_counts is None:
     # Its table is no weight; any table builds the model (a caller that
     # samples from the generator passes the dataset's counts).
-    token_counts = np.ones(config.vocab_size)
-  model = build_model(config, token_counts, special_ids)
+    token_counts = np.ones(pretrain_config.vocab_size)
+  model = build_model(pretrain_config, token_counts, special_ids)
   model.build_variables()
   if pretrained.source is None:
     read_checkpoint(make_checkpoint(model), pretrained.checkpoint)
     return model
-  from interop.weights import import_weights
   import_weights(model, pretrained.source.weights(),
                  source=pretrained.checkpoint, require=need)
   return model

@@ -116,16 +116,17 @@ def _hf_source(path):
   if os.path.isfile(tokenizer_config):
     with open(tokenizer_config) as f:
       lower = json.load(f).get("do_lower_case", True)
-  config = architecture_config(fields, _shared_embeddings(named),
-                               vocab if os.path.isfile(vocab) else "", lower)
-  return Source("hf", path, config, lambda: named)
+  pretrain_config = architecture_config(
+      fields, _shared_embeddings(named),
+      vocab if os.path.isfile(vocab) else "", lower)
+  return Source("hf", path, pretrain_config, lambda: named)
 
 
 def _keras_hub_source(path):
   named, fields, vocab, lower = keras_hub.load_preset(path)
-  config = architecture_config(fields, _shared_embeddings(named), vocab,
-                               lower)
-  return Source("keras_hub", path, config, lambda: named)
+  pretrain_config = architecture_config(fields, _shared_embeddings(named),
+                                        vocab, lower)
+  return Source("keras_hub", path, pretrain_config, lambda: named)
 
 
 def _tf1_source(prefix, shapes, reader):
@@ -133,17 +134,17 @@ def _tf1_source(prefix, shapes, reader):
   fields = {role: tf1.architecture(w) for role, w in named.items()}
   shared = not any(n.startswith("generator/embeddings/") for n in shapes)
   vocab = os.path.join(os.path.dirname(prefix), "vocab.txt")
-  config = architecture_config(fields, shared,
-                               vocab if storage.exists(vocab) else "", True)
-  return Source("tf1", prefix, config, lambda: named)
+  pretrain_config = architecture_config(
+      fields, shared, vocab if storage.exists(vocab) else "", True)
+  return Source("tf1", prefix, pretrain_config, lambda: named)
 
 
 def _keras_source(path):
   model = load_keras(path)  # one clear error when there is none
   fields = {DISCRIMINATOR: dataclasses.asdict(model.config)}
   named = {DISCRIMINATOR: export_weights(model, DISCRIMINATOR)}
-  config = architecture_config(fields, False, "", True)
-  return Source("keras", path, config, lambda: named)
+  pretrain_config = architecture_config(fields, False, "", True)
+  return Source("keras", path, pretrain_config, lambda: named)
 
 
 def _savedmodel_source(path):
@@ -151,13 +152,13 @@ def _savedmodel_source(path):
   loaded = tf.saved_model.load(path)
   if not hasattr(loaded, "weight_map"):
     raise UserError(f"{path}: a SavedModel not written by export_model.py")
-  config = config_from_json(loaded.pretrain_config.numpy().decode())
+  pretrain_config = config_from_json(loaded.pretrain_config.numpy().decode())
   assets = os.path.join(path, "assets")
   vocab = [os.path.join(assets, n) for n in sorted(storage.listdir(assets))
            ] if storage.isdir(assets) else []
-  config.vocab_file = vocab[0] if vocab else ""  # the copy export made
+  pretrain_config.vocab_file = vocab[0] if vocab else ""  # the copy export made
   named = read_weights(loaded)
-  return Source("savedmodel", path, config, lambda: named)
+  return Source("savedmodel", path, pretrain_config, lambda: named)
 
 
 def _shared_embeddings(named):
@@ -197,6 +198,6 @@ def architecture_config(fields, shared_embeddings, vocab_file, do_lower_case):
         generator_layers=(gen["num_hidden_layers"] /
                           disc["num_hidden_layers"]),
         weight_sharing="embeddings" if shared_embeddings else "none")
-  config = PretrainingConfig(**values)
-  config.resolve()
-  return config
+  pretrain_config = PretrainingConfig(**values)
+  pretrain_config.resolve()
+  return pretrain_config

@@ -5,15 +5,16 @@ and `--field-name` flags (util/config.py). TF-free, so bad flags fail fast.
 import dataclasses
 import os
 
+from pretrain import load_objectives
 from util import storage
 from util.config import check_choice
 from util.config import check_data_dir
 from util.config import model_path
+from util.config import parse_config
 from util.config import require_model_path
 from util.errors import UserError
 from util.outputs import check_new_file
 from util.outputs import same_file
-from pretrain import load_objectives
 
 MODES = ("sentences", "blimp", "nbest")
 # Flags that only some modes read -> those modes.
@@ -161,7 +162,6 @@ def parse_lambdas(spec):
 
 
 def load_config(argv=None):
-  from util.config import parse_config
   config, _ = parse_config(
       ScoringConfig, argv,
       description="Score text with a pretrained model's pseudo-log-"

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 from scipy.special import logsumexp
 
+from loading.scoring import load_run
 from scoring import estimators
 from scoring.config import TOKEN_BY_TOKEN_METHODS
 from training.progress import Progress
@@ -126,7 +127,6 @@ class Scorer:
   def from_run(cls, path, vocab_file="", data_dir="", **kwargs):
     """A Scorer of the pretraining run at `path` (a model_dir or a
     checkpoint prefix); kwargs as the constructor's."""
-    from loading.scoring import load_run
     pretrain_config, model, tokenizer = load_run(
         path, vocab_file, data_dir, method=kwargs.get("method") or "")
     return cls(model, pretrain_config, tokenizer, **kwargs)

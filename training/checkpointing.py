@@ -9,6 +9,8 @@ import re
 
 import tensorflow as tf
 
+from util.errors import UserError
+
 
 def stable_key(path):
   """Keras numbers auto-named objects per process (`seed_generator_12/`,
@@ -43,7 +45,6 @@ def read_checkpoint(checkpoint, path):
   """Reads `path` into `checkpoint`: every object of ours must be found
   there (parts of the file we do not hold, e.g. the data position, may be
   left). A mismatch is one clear line."""
-  from util.errors import UserError  # pylint: disable=g-import-not-at-top
   try:
     status = checkpoint.read(path)
     status.expect_partial()

@@ -15,6 +15,7 @@ import re
 import types
 import typing
 
+from util import storage
 from util.errors import UserError
 
 
@@ -91,7 +92,6 @@ def apply_overrides(config, overrides, source="hparams"):
 
 def load_hparams(spec):
   """`spec` is a path to a JSON file or a JSON string; returns a dict."""
-  from util import storage  # local: keeps this module TF-free to import
   text, where = spec.strip(), "--hparams"
   if not text:
     raise UserError("--hparams is empty: pass a JSON object or a file")
@@ -252,7 +252,6 @@ def require_model_path(config):
 def check_data_dir(config):
   """A --data-dir that is not there, said before TensorFlow loads (which
   takes seconds) and before anything is written."""
-  from util import storage  # local: keeps this module TF-free to import
   path = getattr(config, "data_dir", "")
   if path and not storage.isdir(path):
     what = ("is a file, not a folder" if storage.exists(path) else
