@@ -11,7 +11,10 @@ import dataclasses
 import os
 from typing import Optional
 
+from util.config import check_data_dir
+from util.config import parse_config
 from util.errors import UserError
+from util.outputs import check_output_dir
 
 # Table 6: learning rate 3e-4 Small, 1e-4 Base, 5e-5 Large; layer-wise
 # decay 0.8 Small/Base, 0.9 Large.
@@ -82,6 +85,10 @@ class FinetuningConfig:
   answerable_weight: float = 0.5
   qa_na_threshold: float = -2.75  # default; 2.0 eval also searches it
 
+  # Tagging (chunk, pos): a linear-chain CRF over the words instead of a
+  # per-token softmax (finetune/tagging/crf.py).
+  tagging_crf: bool = False
+
   def resolve(self, pretrain_size=None):
     """Derived defaults; `pretrain_size` is the checkpoint's model_size."""
     self.model_size = self.model_size or pretrain_size or "small"
@@ -112,7 +119,6 @@ class FinetuningConfig:
     return EPOCHS.get(task_name, DEFAULT_EPOCHS)
 
   def validate(self, pretrain_size=None):
-    from util.config import check_data_dir
     check_data_dir(self)
     self.resolve(pretrain_size)
     if not self.data_dir and not (self.raw_data_dir and self.output_dir):
@@ -146,13 +152,11 @@ class FinetuningConfig:
     if not self.do_train and not self.do_eval and not self.write_test_outputs:
       raise UserError("nothing to do: do_train, do_eval and "
                       "write_test_outputs are all false")
-    from util.outputs import check_output_dir
     check_output_dir(self.output_dir, "output_dir")  # before any work
 
 
 def load_config(argv=None):
   """Parses run_finetuning.py's command line into a FinetuningConfig."""
-  from util.config import parse_config
   config, _ = parse_config(
       FinetuningConfig, argv,
       description="Fine-tune a pretrained ELECTRA-style model.")

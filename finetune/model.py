@@ -30,8 +30,17 @@ class FinetuningModel(keras.Model):
     self.built = True
 
   def call(self, features, task_name, training=None):
-    hidden = self.encoder(features["input_ids"], features["input_mask"],
-                          features["segment_ids"], training=training)
+    inputs = [features[k] for k in ("input_ids", "input_mask",
+                                    "segment_ids")]
+    # Multiple choice: [B, C, T] inputs (C sequences per example) are
+    # encoded as B * C rows; their states come back as [B, C, T, H].
+    choices = inputs[0].shape[1] if len(inputs[0].shape) == 3 else None
+    if choices:
+      inputs = [keras.ops.reshape(x, (-1, x.shape[-1])) for x in inputs]
+    hidden = self.encoder(*inputs, training=training)
+    if choices:
+      hidden = keras.ops.reshape(hidden, (-1, choices) +
+                                 tuple(hidden.shape[1:]))
     return self.tasks[task_name].loss_and_outputs(
         self.heads[task_name], hidden, features, training)
 
@@ -45,19 +54,24 @@ class FinetuningModel(keras.Model):
 def encoder_config_for(pretrained, config):
   """The encoder's TransformerConfig, as pretrained (the generator's when
   init_from=generator), with fine-tuning's dropout."""
-  p = pretrained.config
-  encoder = get_model_config(p.model_size, p.vocab_size,
-                             p.model_hparam_overrides)
+  pretrain_config = pretrained.config
+  encoder = get_model_config(pretrain_config.model_size,
+                             pretrain_config.vocab_size,
+                             pretrain_config.model_hparam_overrides)
   if config.init_from == "generator":
-    if objective_class(p.objective).MAIN_NETWORK == "generator":
-      raise UserError(f"a {p.objective} model has no separate generator; "
-                      "use init_from=discriminator")
-    if p.two_tower_generator or p.uniform_generator or p.unigram_generator:
+    if objective_class(pretrain_config.objective).MAIN_NETWORK == "generator":
+      raise UserError(
+          f"a {pretrain_config.objective} model has no separate generator; "
+          "use init_from=discriminator")
+    if (pretrain_config.two_tower_generator or
+        pretrain_config.uniform_generator or
+        pretrain_config.unigram_generator):
       raise UserError("init_from=generator needs a masked-LM generator")
-    if p.weight_sharing != "all":
-      encoder = scale_config(encoder, p.generator_multiplier,
-                             p.generator_ffn_size, p.generator_heads,
-                             p.generator_layers)
+    if pretrain_config.weight_sharing != "all":
+      encoder = scale_config(encoder, pretrain_config.generator_multiplier,
+                             pretrain_config.generator_ffn_size,
+                             pretrain_config.generator_heads,
+                             pretrain_config.generator_layers)
   if config.hidden_dropout_prob is not None:
     encoder = dataclasses.replace(
         encoder, hidden_dropout_prob=config.hidden_dropout_prob)
@@ -90,9 +104,9 @@ def set_encoder_weights(target, weights):
 def pretrained_encoder_weights(pretrained, config):
   """{name: array} of the run's encoder that fine-tuning starts from (read
   once; every trial assigns them with set_encoder_weights)."""
-  p = pretrained.config
+  pretrain_config = pretrained.config
   need = ("generator" if config.init_from == "generator" else
-          objective_class(p.objective).MAIN_NETWORK,)
+          objective_class(pretrain_config.objective).MAIN_NETWORK,)
   if pretrained.source is not None:
     # Another format: its encoder by name, heads or not (a KerasHub
     # backbone or a transformers ElectraModel has none; fine-tuning needs

@@ -7,6 +7,8 @@ A task is a small class registered in finetune/task_builder.py. The driver
       # one row per model input (a long SQuAD context gives several rows);
       # always input_ids, input_mask, segment_ids [N, T] (int32) and
       # "example_index" [N] (the row's example); the rest is the task's.
+      # Multiple choice: [N, C, T], C sequences per row, encoded as N * C
+      # rows and given to the head as hidden [B, C, T, H].
   head = task.build_head(encoder_config)             # a keras.layers.Layer
   loss, outputs = task.loss_and_outputs(head, hidden, features, training)
       # hidden: [B, T, H] encoder states; loss: [B] per row (keras.ops);

@@ -6,11 +6,15 @@ from util.errors import UserError
 
 def _registry():
   from finetune.classification import classification_tasks as glue
+  from finetune.multiple_choice import choice_tasks
   from finetune.qa import qa_tasks
   from finetune.tagging import tagging_tasks
   tasks = {t.name: t for t in glue.GLUE_TASKS}
   tasks.update({"squadv1": qa_tasks.SQuADv1, "squad": qa_tasks.SQuAD,
-                "chunk": tagging_tasks.Chunking})
+                "chunk": tagging_tasks.Chunking,
+                "pos": tagging_tasks.POSTagging,
+                "race": choice_tasks.RACE, "swag": choice_tasks.SWAG,
+                "copa": choice_tasks.COPA})
   return tasks
 
 

@@ -1,11 +1,19 @@
-"""CoNLL-2000 chunking: a per-token linear tagger on the encoder.
+"""Word taggers on the encoder: CoNLL-2000 chunking and POS tagging.
 
-Files: RAW_DATA_DIR/chunk/train.txt, dev.txt and test.txt, `WORD POS CHUNK`
-per line and a blank line between sentences. ELECTRA reports chunk F1 on
-the official test set, so that file goes in as dev.txt.
+Chunking files: RAW_DATA_DIR/chunk/train.txt, dev.txt and test.txt, `WORD
+POS CHUNK` per line and a blank line between sentences. ELECTRA reports
+chunk F1 on the official test set, so that file goes in as dev.txt.
+
+POS files: RAW_DATA_DIR/pos/<split>.txt, the same CoNLL-2000 files (the
+POS column is the second) or the usual Penn Treebank layouts: `word TAG`
+per line (a tab or spaces between) with a blank line between sentences,
+or `word/TAG word/TAG ...` one sentence per line (a slash inside a word
+escaped as backslash-slash). The layout is read off the file's first line.
 
 Words are tagged at their first subword ([CLS] subwords [SEP]); the other
-subwords, [CLS], [SEP] and padding carry label weight 0.
+subwords, [CLS], [SEP] and padding carry label weight 0. The output layer
+is a per-token softmax, or a linear-chain CRF over the words with
+`tagging_crf` (finetune/tagging/crf.py).
 """
 
 import dataclasses
@@ -15,6 +23,7 @@ import numpy as np
 from keras import ops
 
 from finetune.heads import LinearHead
+from finetune.tagging import crf
 from finetune.tagging import tagging_metrics
 from finetune.tagging import tagging_utils
 from finetune.task import Example
@@ -42,40 +51,88 @@ class Sentence:
 
 
 # ------------------------------------------------------------ reading
-def read_conll(path):
-  """Sentences of a CoNLL file: first column the word, last the tag."""
-  if not storage.exists(path):
-    raise UserError(f"chunk: {path} not found (CoNLL-2000 files go in "
-                    "DATA_DIR/finetuning_data/chunk/ as train.txt, dev.txt, "
-                    "test.txt)")
+COLUMNS = "columns"  # WORD ... per line, a blank line between sentences
+SLASH = "word/TAG"  # word/TAG word/TAG ... one sentence per line
+
+
+def read_conll(path, tag_column=-1, layouts=(COLUMNS,),
+               expected="'WORD POS CHUNK'", same_columns=False,
+               check_tag=None):
+  """Sentences of a tagged file. In the column layout the first column is
+  the word and `tag_column` the tag (`same_columns`: every line has as
+  many columns as the first); SLASH among `layouts` also reads word/TAG
+  tokens, when the file's first line is all word/TAG tokens.
+  `check_tag(path, line_number, tag)` raises on a malformed tag."""
+  lines = text_files.read_lines(path)
+  first = next((i for i, line in enumerate(lines)
+                if line.split() and line.split()[0] != "-DOCSTART-"), None)
+  if first is None:
+    raise UserError(f"{path} has no sentences")
+  if SLASH in layouts and all(_slash_token(t) for t in lines[first].split()):
+    return _read_slash(path, lines, first + 1, check_tag)
   sentences, current = [], Sentence([], [], [])
-  for number, line in enumerate(text_files.read_lines(path), 1):
+  width = len(lines[first].split())
+  for number, line in enumerate(lines, 1):
     fields = line.split()
     if not fields or fields[0] == "-DOCSTART-":
       if current.words:
         sentences.append(current)
       current = Sentence([], [], [])
       continue
-    _check_line(path, number, line, fields)
+    if len(fields) < 2:
+      raise UserError(f"{path} line {number}: expected {expected}, got "
+                      f"{line.strip()[:60]!r}")
+    if same_columns and len(fields) != width:
+      raise UserError(f"{path} line {number}: {len(fields)} columns, but "
+                      f"line {first + 1} has {width} (expected {expected}; "
+                      f"a space inside a word?): {line.strip()[:60]!r}")
+    if check_tag:
+      check_tag(path, number, fields[tag_column])
     current.words.append(fields[0])
-    current.tags.append(fields[-1])
+    current.tags.append(fields[tag_column])
     current.lines.append(number)
   if current.words:
     sentences.append(current)
-  if not sentences:
-    raise UserError(f"{path} has no sentences")
   return sentences
 
 
-def _check_line(path, number, line, fields):
-  if len(fields) < 2:
-    raise UserError(f"{path} line {number}: expected 'WORD POS CHUNK', got "
-                    f"{line.strip()[:60]!r}")
+def _slash_token(token):
+  """(word, tag) of a `word/TAG` token (an escaped slash stays in the
+  word), or None when it is not one."""
+  word, slash, tag = token.rpartition("/")
+  if not slash or not word or not tag or word.endswith("\\"):
+    return None
+  return word.replace("\\/", "/"), tag
+
+
+def _read_slash(path, lines, layout_line, check_tag):
+  sentences = []
+  for number, line in enumerate(lines, 1):
+    tokens = line.split()
+    if not tokens:
+      continue
+    sentence = Sentence([], [], [])
+    for token in tokens:
+      pair = _slash_token(token)
+      if pair is None:
+        raise UserError(f"{path} line {number}: {token[:40]!r} is not a "
+                        "word/TAG token (the file is in the word/TAG "
+                        f"layout, as its line {layout_line} is)")
+      if check_tag:
+        check_tag(path, number, pair[1])
+      sentence.words.append(pair[0])
+      sentence.tags.append(pair[1])
+      sentence.lines.append(number)
+    sentences.append(sentence)
+  return sentences
+
+
+def check_chunk_tag(path, number, tag):
   try:
-    tagging_utils.split_tag(fields[-1])
+    tagging_utils.split_tag(tag)
   except ValueError:
     raise UserError(f"{path} line {number}: malformed chunk tag "
-                    f"'{fields[-1][:40]}' (expected O or B-, I-, E-, S-TYPE)") \
+                    f"'{tag[:40]}' (expected O or B-, I-, E-, S-TYPE)") \
         from None
 
 
@@ -96,12 +153,20 @@ def pack_words(word_pieces, budget, unk_id):
   return tokens, starts
 
 
-class Chunking(Task):
-  """CoNLL-2000 chunking, BIOES tags, scored by conlleval's chunk F1."""
+class TaggingTask(Task):
+  """A word tagger: a tag per word at its first subword, a softmax (or,
+  with tagging_crf, a CRF) over a linear layer on the encoder. Subclasses
+  say how to read a file (`read`), which tags a training set gives
+  (`tag_set`), which tags they model (`model_tags`) and how to score."""
 
-  name = "chunk"
-  metric = "f1"
+  name = ""
   predictions_ext = ".txt"
+  kind = "tag"  # in messages: "chunk tag 'X'", "POS tag 'X'"
+  files = ""  # what the files are, for the not-found message
+  cut_words = ""  # how a word cut by truncation is scored
+  # A dev/test tag the training data lacks: an error, or (True) a word
+  # scored as wrong (its loss term is against tag 0).
+  unseen_tags_ok = False
 
   def __init__(self, config, tokenizer):
     super().__init__(config, tokenizer)
@@ -119,22 +184,46 @@ class Chunking(Task):
       return ""
     return os.path.join(self.config.output_dir, f"{self.name}_labels.txt")
 
+  def read(self, path):
+    """[Sentence] of an existing file."""
+    raise NotImplementedError
+
+  def tag_set(self, train_sentences):
+    """The sorted tags the model predicts, from the training sentences."""
+    raise NotImplementedError
+
+  def model_tags(self, tags):
+    """A sentence's tags as the model predicts them (chunking: BIOES)."""
+    return tags
+
+  def unknown_tag(self, tag, known):
+    """Why `tag` cannot be scored with the tag set `known`, or ""."""
+    return "" if tag in known else (
+        f"{self.kind} tag '{tag[:40]}' is not in the training data's tag set")
+
+  def _read(self, path):
+    if not storage.exists(path):
+      raise UserError(f"{self.name}: {path} not found ({self.files} go in "
+                      f"DATA_DIR/finetuning_data/{self.name}/ as train.txt, "
+                      "dev.txt, test.txt)")
+    return self.read(path)
+
   def get_examples(self, split):
     if split not in SPLITS:
-      raise UserError(f"chunk: unknown split '{split}' (choose from "
+      raise UserError(f"{self.name}: unknown split '{split}' (choose from "
                       f"{', '.join(SPLITS)})")
     path = self.path(split)
-    sentences = read_conll(path)
+    sentences = self._read(path)
     if split == "train" and self._labels is None:
       self._labels = self._load_or_build_labels(sentences)
-    self._check_known(path, sentences)
+    self._check_known(path, sentences, split)
     return [TaggingExample(guid=f"{split}-{i}", words=s.words,
-                           tags=tagging_utils.iob2_to_bioes(s.tags))
+                           tags=self.model_tags(s.tags))
             for i, s in enumerate(sentences)]
 
   @property
   def label_list(self):
-    """The sorted tag set: O plus B/I/E/S of each chunk type in train."""
+    """The sorted tag set, from train (or as saved by an earlier run)."""
     if self._labels is None:
       self._labels = self._load_or_build_labels(None)
     return self._labels
@@ -147,28 +236,29 @@ class Chunking(Task):
         raise UserError(f"{saved} is empty; delete it to rebuild the tag set")
       return labels
     if train_sentences is None:
-      train_sentences = read_conll(self.path("train"))
-    # Every prefix of each type: a test chunk may be longer (or shorter)
-    # than any train chunk of its type (CoNLL-2000 test has a two-word LST
-    # chunk; train only one-word ones).
-    kinds = {tagging_utils.split_tag(t)[1] for s in train_sentences
-             for t in s.tags} - {""}
-    labels = tagging_utils.bioes_tag_set(kinds)
+      train_sentences = self._read(self.path("train"))
+    labels = self.tag_set(train_sentences)
     if saved:
       storage.makedirs(self.config.output_dir)
       outputs.write_text(saved, "\n".join(labels) + "\n")
     return labels
 
-  def _check_known(self, path, sentences):
+  def _check_known(self, path, sentences, split):
     known = set(self.label_list)
+    unseen = {}
     for s in sentences:
       for tag, number in zip(s.tags, s.lines):
-        kind = tagging_utils.split_tag(tag)[1]
-        if kind and f"B-{kind}" not in known:
+        why = self.unknown_tag(tag, known)
+        if why and self.unseen_tags_ok and split != "train":
+          unseen[tag] = unseen.get(tag, 0) + 1
+        elif why:
           source = self.labels_path() or self.path("train")
-          raise UserError(f"{path} line {number}: chunk tag '{tag}' has a "
-                          f"type the training data lacks (tag set from "
+          raise UserError(f"{path} line {number}: {why} (tag set from "
                           f"{source})")
+    if unseen:
+      print(f"{self.name}: {path}: {sum(unseen.values())} word(s) with tags "
+            f"the training data lacks ({', '.join(sorted(unseen))}), "
+            "scored as wrong", flush=True)
 
   # ------------------------------------------------------------ features
   def featurize(self, examples, is_training):
@@ -196,9 +286,9 @@ class Chunking(Task):
       self.truncated_sentences += cut > 0
       self.truncated_words += cut
     if self.truncated_words:
-      print(f"chunk: {self.truncated_sentences} sentence(s) longer than "
-            f"max_seq_length {seq_len}: {self.truncated_words} word(s) cut "
-            "(scored as O)", flush=True)
+      print(f"{self.name}: {self.truncated_sentences} sentence(s) longer "
+            f"than max_seq_length {seq_len}: {self.truncated_words} word(s) "
+            f"cut ({self.cut_words})", flush=True)
     return features
 
   @staticmethod
@@ -215,29 +305,97 @@ class Chunking(Task):
     out = []
     for example in examples:
       unknown = [t for t in example.tags if t not in index]
+      if unknown and self.unseen_tags_ok:
+        out.append([index.get(t, 0) for t in example.tags])
+        continue
       if unknown:
-        raise UserError(f"chunk example {example.guid}: tag '{unknown[0]}' "
-                        "is not in the training data's tag set")
+        raise UserError(f"{self.name} example {example.guid}: tag "
+                        f"'{unknown[0]}' is not in the training data's tag "
+                        "set")
       out.append([index[t] for t in example.tags])
     return out
 
   # ---------------------------------------------------------- head, loss
   def build_head(self, encoder_config):
+    if self.config.tagging_crf:
+      return crf.CRFHead(encoder_config, len(self.label_list),
+                         name=f"{self.name}_head")
     return LinearHead(encoder_config, len(self.label_list),
                       name=f"{self.name}_head")
 
   def loss_and_outputs(self, head, hidden, features, training):
-    """Per row: the mean cross-entropy over its tagged (first) subwords."""
+    """Per row: the mean cross-entropy over its tagged (first) subwords;
+    with a CRF, its sentence NLL divided by its number of tagged words
+    (the same per-word scale), and Viterbi predictions."""
     logits = ops.cast(head(hidden, training=training), "float32")
-    log_probs = ops.log_softmax(logits, axis=-1)
     labels = ops.cast(features["label_ids"], "int32")
     weights = ops.cast(features["label_weights"], "float32")
+    words = ops.maximum(ops.sum(weights, axis=-1), 1.0)
+    if self.config.tagging_crf:
+      loss = head.crf.negative_log_likelihood(logits, labels, weights) / words
+      return loss, {"predictions": head.crf.decode(logits, weights),
+                    "label_weights": weights}
+    log_probs = ops.log_softmax(logits, axis=-1)
     nll = -ops.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
-    loss = (ops.sum(nll * weights, axis=-1) /
-            ops.maximum(ops.sum(weights, axis=-1), 1.0))
+    loss = ops.sum(nll * weights, axis=-1) / words
     return loss, {"predictions": ops.argmax(logits, axis=-1),
                   "label_weights": weights}
 
+
+class Chunking(TaggingTask):
+  """CoNLL-2000 chunking, BIOES tags, scored by conlleval's chunk F1."""
+
+  name = "chunk"
+  metric = "f1"
+  kind = "chunk"
+  files = "CoNLL-2000 files"
+  cut_words = "scored as O"
+
+  def read(self, path):
+    return read_conll(path, check_tag=check_chunk_tag)
+
+  def model_tags(self, tags):
+    return tagging_utils.iob2_to_bioes(tags)
+
+  def tag_set(self, train_sentences):
+    """O plus B/I/E/S of each chunk type in train."""
+    # Every prefix of each type: a test chunk may be longer (or shorter)
+    # than any train chunk of its type (CoNLL-2000 test has a two-word LST
+    # chunk; train only one-word ones).
+    kinds = {tagging_utils.split_tag(t)[1] for s in train_sentences
+             for t in s.tags} - {""}
+    return tagging_utils.bioes_tag_set(kinds)
+
+  def unknown_tag(self, tag, known):
+    kind = tagging_utils.split_tag(tag)[1]
+    if kind and f"B-{kind}" not in known:
+      return f"chunk tag '{tag}' has a type the training data lacks"
+    return ""
+
   def get_scorer(self, examples, features):
     return tagging_metrics.ChunkingScorer(examples, features,
+                                          self.label_list)
+
+
+class POSTagging(TaggingTask):
+  """Part-of-speech tagging (Penn Treebank tags), scored by word accuracy:
+  the POS column of CoNLL-2000 files, or `word TAG` / `word/TAG` files."""
+
+  name = "pos"
+  metric = "accuracy"
+  kind = "POS"
+  files = "POS-tagged files (CoNLL-2000, 'word TAG' or 'word/TAG')"
+  cut_words = "scored as wrong"
+  unseen_tags_ok = True  # a rare tag (UH, LS) may be missing from train
+
+  def read(self, path):
+    return read_conll(path, tag_column=1, layouts=(COLUMNS, SLASH),
+                      expected="'WORD TAG' or 'WORD POS CHUNK' columns",
+                      same_columns=True)
+
+  def tag_set(self, train_sentences):
+    return sorted({t for s in train_sentences for t in s.tags})
+
+  def get_scorer(self, examples, features):
+    return tagging_metrics.AccuracyScorer(examples, features,
                                           self.label_list)

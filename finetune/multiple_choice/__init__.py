@@ -1,0 +1,1 @@
+"""Multiple-choice tasks: RACE, SWAG- and COPA-style choices."""
