@@ -16,12 +16,12 @@ from util.errors import UserError
 class FinetuningModel(keras.Model):
   """`call(features, task_name, training)` -> (per-row loss, outputs)."""
 
-  def __init__(self, encoder_config, tasks, **kwargs):
+  def __init__(self, model_config, tasks, **kwargs):
     super().__init__(**kwargs)
-    self.encoder_config = encoder_config
-    self.encoder = Encoder(encoder_config, name="encoder")
+    self.model_config = model_config
+    self.encoder = Encoder(model_config, name="encoder")
     self.tasks = {task.name: task for task in tasks}
-    self.heads = {task.name: task.build_head(encoder_config)
+    self.heads = {task.name: task.build_head(model_config)
                   for task in tasks}
 
   def build(self, input_shape=None):
@@ -51,7 +51,7 @@ class FinetuningModel(keras.Model):
 
 
 # ------------------------------------------------ from a pretraining run
-def encoder_config_for(pretrained, config):
+def model_config_for(pretrained, config):
   """The encoder's TransformerConfig, as pretrained (the generator's when
   init_from=generator), with fine-tuning's dropout."""
   pretrain_config = pretrained.config

@@ -9,7 +9,7 @@ A task is a small class registered in finetune/task_builder.py. The driver
       # "example_index" [N] (the row's example); the rest is the task's.
       # Multiple choice: [N, C, T], C sequences per row, encoded as N * C
       # rows and given to the head as hidden [B, C, T, H].
-  head = task.build_head(encoder_config)             # a keras.layers.Layer
+  head = task.build_head(model_config)             # a keras.layers.Layer
   loss, outputs = task.loss_and_outputs(head, hidden, features, training)
       # hidden: [B, T, H] encoder states; loss: [B] per row (keras.ops);
       # outputs: dict of tensors the scorer needs, per row.
@@ -53,7 +53,7 @@ class Task:
   def featurize(self, examples, is_training):
     raise NotImplementedError
 
-  def build_head(self, encoder_config):
+  def build_head(self, model_config):
     raise NotImplementedError
 
   def loss_and_outputs(self, head, hidden, features, training):

@@ -19,7 +19,7 @@ import tensorflow as tf
 from finetune import scorer as metrics
 from finetune import task_builder
 from finetune.model import FinetuningModel
-from finetune.model import encoder_config_for
+from finetune.model import model_config_for
 from finetune.model import pretrained_encoder_weights
 from finetune.model import set_encoder_weights
 from finetune.optimization import create_optimizer
@@ -52,11 +52,11 @@ class FinetuningRunner:
         if config.data_dir and config.model_name else ""))
     pretrain_config = self.pretrained.config
     config.validate(pretrain_config.model_size)
-    self.encoder_config = encoder_config_for(self.pretrained, config)
-    if config.max_seq_length > self.encoder_config.max_position_embeddings:
+    self.model_config = model_config_for(self.pretrained, config)
+    if config.max_seq_length > self.model_config.max_position_embeddings:
       raise UserError(
           f"max_seq_length {config.max_seq_length} exceeds the model's "
-          f"{self.encoder_config.max_position_embeddings} positions")
+          f"{self.model_config.max_position_embeddings} positions")
     self.tokenizer = runs.load_tokenizer_for(pretrain_config, config.vocab_file,
                                              config.data_dir)
     distribution.set_precision(config.mixed_precision)
@@ -142,7 +142,7 @@ class FinetuningRunner:
   # ------------------------------------------------------------ trials
   def _build(self, seed):
     keras.utils.set_random_seed(seed)
-    model = FinetuningModel(self.encoder_config, self.tasks,
+    model = FinetuningModel(self.model_config, self.tasks,
                             name="finetuning")
     for task in self.tasks:  # creates the variables of every head
       split = "train" if self.config.do_train else "dev"
@@ -162,8 +162,8 @@ class FinetuningRunner:
     order = self.schedule(steps)
     total = len(order)
     optimizer = create_optimizer(config, model.trainable_variables,
-                                 self.encoder_config.num_hidden_layers, total,
-                                 self.encoder_config.share_layers)
+                                 self.model_config.num_hidden_layers, total,
+                                 self.model_config.share_layers)
     iterators = {name: self._batches(features, config.train_batch_size, seed)
                  for name, (features, _) in data.items()}
     train_steps = {name: self._train_step(model, optimizer, name)

@@ -23,7 +23,7 @@ from configure_finetuning import FinetuningConfig
 from configure_pretraining import PretrainingConfig
 from dataset import corpus
 from finetune.model import FinetuningModel
-from finetune.model import encoder_config_for
+from finetune.model import model_config_for
 from finetune.model import pretrained_encoder_weights
 from finetune.model import set_encoder_weights
 from loading import runs
@@ -208,9 +208,9 @@ def test_a_preset_keras_hub_made_fine_tunes(tmp_path, capsys):
                             output_dir=str(tmp_path / "out"),
                             task_names="rte", hidden_dropout_prob=0.0)
   pretrained = find_pretrained(preset)
-  encoder_config = encoder_config_for(pretrained, config)
-  assert encoder_config.hidden_act == "gelu_approx"
-  model = FinetuningModel(encoder_config, [], name="ft")
+  model_config = model_config_for(pretrained, config)
+  assert model_config.hidden_act == "gelu_approx"
+  model = FinetuningModel(model_config, [], name="ft")
   ids, mask, segs = packed(runs.load_tokenizer_for(
       pretrained.config).tokenize_batch(real_sentences(4)))
   model.encoder(ids, mask, segs)

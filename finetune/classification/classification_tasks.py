@@ -157,8 +157,8 @@ class GLUETask(Task):
     return features
 
   # ---------------------------------------------------------- head, loss
-  def build_head(self, encoder_config):
-    return LinearHead(encoder_config,
+  def build_head(self, model_config):
+    return LinearHead(model_config,
                       1 if self.is_regression else len(self.labels),
                       first_token=True, name=f"{self.name}_head")
 

@@ -115,8 +115,8 @@ class MultipleChoiceTask(Task):
     return features
 
   # ---------------------------------------------------------- head, loss
-  def build_head(self, encoder_config):
-    return LinearHead(encoder_config, 1, name=f"{self.name}_head")
+  def build_head(self, model_config):
+    return LinearHead(model_config, 1, name=f"{self.name}_head")
 
   def loss_and_outputs(self, head, hidden, features, training):
     """hidden [B, C, T, H]: a score per option from its [CLS] state."""

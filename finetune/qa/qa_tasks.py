@@ -122,13 +122,13 @@ class QATask(task.Task):
 
   # -- model
 
-  def build_head(self, encoder_config):
+  def build_head(self, model_config):
     config = self.config
     dropout = (
         config.hidden_dropout_prob if config.hidden_dropout_prob is not None
-        else encoder_config.hidden_dropout_prob)
+        else model_config.hidden_dropout_prob)
     return qa_head.SQuADHead(
-        encoder_config, config.beam_size, self.v2,
+        model_config, config.beam_size, self.v2,
         answerable_classifier=config.answerable_classifier,
         answerable_uses_start_logits=config.answerable_uses_start_logits,
         dropout=dropout, name=f"{self.name}_head")

@@ -316,11 +316,11 @@ class TaggingTask(Task):
     return out
 
   # ---------------------------------------------------------- head, loss
-  def build_head(self, encoder_config):
+  def build_head(self, model_config):
     if self.config.tagging_crf:
-      return crf.CRFHead(encoder_config, len(self.label_list),
+      return crf.CRFHead(model_config, len(self.label_list),
                          name=f"{self.name}_head")
-    return LinearHead(encoder_config, len(self.label_list),
+    return LinearHead(model_config, len(self.label_list),
                       name=f"{self.name}_head")
 
   def loss_and_outputs(self, head, hidden, features, training):
