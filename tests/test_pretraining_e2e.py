@@ -211,23 +211,23 @@ def test_mirrored_strategy_on_two_devices_and_resume(data_dir):
     return [sys.executable, "-c", MIRRORED_SCRIPT, "--data-dir", data_dir,
             "--model-name", name, "--strategy", "mirrored",
             "--skip-nonfinite-steps",  # the cross-replica cond path
-            "--hparams", hparams(num_train_steps=100)]
+            "--hparams", hparams(num_train_steps=60)]
   env = dict(os.environ, PYTHONPATH=ROOT, TF_DETERMINISTIC_OPS="1")
   ref = subprocess.run(argv("mirrored") + ["--do-eval"], capture_output=True,
                        text=True, timeout=600, cwd=ROOT, env=env)
   assert ref.returncode == 0, ref.stderr[-3000:]
   assert "2 replica(s)" in ref.stdout
   losses = losses_from(ref.stdout)
-  assert len(losses) == 10 and all(np.isfinite(losses))
-  assert json.loads(ref.stdout.strip().splitlines()[-1])["global_step"] == 100
+  assert len(losses) == 6 and all(np.isfinite(losses))
+  assert json.loads(ref.stdout.strip().splitlines()[-1])["global_step"] == 60
 
   model_dir = os.path.join(data_dir, "models", "mirrored_killed")
   killed_at = run_and_kill(argv("mirrored_killed"), model_dir)
-  assert killed_at < 100
+  assert killed_at < 60
   resumed = subprocess.run(argv("mirrored_killed"), capture_output=True,
                            text=True, timeout=600, cwd=ROOT, env=env)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert f"from step {killed_at} to 100" in resumed.stdout
+  assert f"from step {killed_at} to 60" in resumed.stdout
   expected = variables(os.path.join(data_dir, "models", "mirrored"))
   got = variables(model_dir)
   for name in expected:
@@ -393,7 +393,7 @@ def test_random_sigkills_never_lose_more_than_an_interval(data_dir,
   argv = [sys.executable, "-c", FAULTY_SCRIPT, "--data-dir", data_dir,
           "--model-name", name, "--hparams", hparams(num_train_steps=STEPS)]
   saved = 0
-  for mode in ("random", "during_write", "random", "during_write", "random"):
+  for mode in ("random", "during_write", "random"):
     env = dict(os.environ, PYTHONPATH=ROOT, TF_DETERMINISTIC_OPS="1")
     if mode == "during_write":
       env["SLOW_CHECKPOINT_STATE"] = "1"
