@@ -1,12 +1,14 @@
-"""Output paths checked before any work, and files written whole or not
-at all: to a hidden temporary file beside the target, renamed when
-complete. Nothing the user already has is replaced without `overwrite`.
+"""Output paths checked before any work, and files (folders: write_dir)
+written whole or not at all: to a hidden temporary file beside the
+target, renamed when complete. Nothing the user already has is replaced
+without `overwrite`.
 
 Remote paths (gs://...) skip the local checks; their writes go through
 util/storage.py.
 """
 
 import os
+import shutil
 import tempfile
 
 from util import storage
@@ -83,12 +85,12 @@ def give_usual_mode(path):
   os.chmod(path, (0o777 if os.path.isdir(path) else 0o666) & ~mask)
 
 
-def write_atomic(path, write):
-  """Calls write(f) on a temporary text file beside `path`, then renames
-  it to `path`: a reader (or a crash) never sees half a file, and a
-  failure leaves any previous `path` as it was."""
+def write_atomic(path, write, binary=False):
+  """Calls write(f) on a temporary file beside `path` (text, or bytes
+  with `binary`), then renames it to `path`: a reader (or a crash) never
+  sees half a file, and a failure leaves any previous `path` as it was."""
   if not _local(path):
-    with storage.open_file(path + ".tmp", "w") as f:
+    with storage.open_file(path + ".tmp", "wb" if binary else "w") as f:
       write(f)
     storage.rename(path + ".tmp", path, overwrite=True)
     return
@@ -100,7 +102,8 @@ def write_atomic(path, write):
     raise UserError(f"cannot write {path}: {_reason(e)}") from None
   try:
     # "replace": a lone surrogate (from a JSON escape) cannot be UTF-8.
-    with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
+    with (os.fdopen(fd, "wb") if binary else
+          os.fdopen(fd, "w", encoding="utf-8", errors="replace")) as f:
       write(f)
     give_usual_mode(tmp)
     os.replace(tmp, path)
@@ -117,3 +120,59 @@ def write_atomic(path, write):
 def write_text(path, text):
   """`text` to `path` as UTF-8, whole or not at all (write_atomic)."""
   write_atomic(path, lambda f: f.write(text))
+
+
+def write_dir(path, write, overwrite=False):
+  """Calls write(folder) on a hidden folder beside `path`, then moves it to
+  `path`, so that a reader (or a crash) sees the old folder or the new one
+  whole, never a mix. An existing `path` is replaced only with
+  `overwrite` (it is moved aside first and removed once the new one is in
+  place). Remote paths are written locally first, then copied."""
+  if not _local(path):
+    local = tempfile.mkdtemp(suffix=".incomplete")
+    try:
+      write(local)
+      if storage.exists(path):
+        if not overwrite:
+          raise UserError(f"{path} already exists: pass --overwrite to "
+                          "replace it")
+        storage.rmtree(path)
+      storage.makedirs(path)
+      for name in os.listdir(local):
+        with open(os.path.join(local, name), "rb") as src, \
+            storage.open_file(storage.join(path, name), "wb") as dst:
+          dst.write(src.read())
+    finally:
+      shutil.rmtree(local, ignore_errors=True)
+    return
+  path = os.path.abspath(path)
+  if os.path.lexists(path) and not overwrite:
+    raise UserError(f"{path} already exists: pass --overwrite to replace "
+                    "it (nothing was written)")
+  parent = os.path.dirname(path)
+  try:
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.",
+                               suffix=".incomplete", dir=parent)
+  except OSError as e:
+    raise UserError(f"cannot write {path}: {_reason(e)}") from None
+  old = None
+  try:
+    write(staging)
+    give_usual_mode(staging)
+    if os.path.lexists(path):
+      old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.",
+                             suffix=".old", dir=parent)
+      os.replace(path, os.path.join(old, "previous"))
+    os.replace(staging, path)
+  except BaseException as e:
+    if old and not os.path.lexists(path):  # put the previous one back
+      os.replace(os.path.join(old, "previous"), path)
+    shutil.rmtree(staging, ignore_errors=True)
+    if old:
+      shutil.rmtree(old, ignore_errors=True)
+    if isinstance(e, OSError):
+      raise UserError(f"cannot write {path}: {_reason(e)}") from None
+    raise
+  if old:
+    shutil.rmtree(old, ignore_errors=True)
