@@ -19,6 +19,14 @@ The model may be one of our runs or any format --init-checkpoint accepts
 (transformers, the original TF1 release, .keras, KerasHub), so this also
 converts, e.g. a TF1 release checkpoint to transformers. OUT must be new or
 empty.
+
+A fine-tuned model (--init-checkpoint OUTPUT_DIR/<tasks>_model, kept by
+run_finetuning.py) exports one folder per task head, OUT/<task>/:
+  hf          ElectraForSequenceClassification (GLUE classification and
+              regression), ElectraForTokenClassification (tagging) or
+              ElectraForMultipleChoice, with the same logits as ours; the
+              SQuAD head and a CRF tagger have no transformers class
+  savedmodel  GLUE heads: serve_text (text, and text_b for pairs) -> label
 """
 
 import contextlib
@@ -77,12 +85,73 @@ def export_keras_hub(model, vocab_file, tokenizer, output_dir):
           flush=True)
 
 
+def export_finetuned(config, progress):
+  """OUT/<task>/ for each head of a fine-tuned model (export_model.py's
+  docstring); every head is checked before anything is written."""
+  from finetune.model import head_weights
+  from finetune.model import load_finetuned
+  from interop import hf
+  from interop.savedmodel import FINETUNED_KINDS
+  from interop.savedmodel import export_finetuned_savedmodel
+  if config.format not in ("hf", "savedmodel"):
+    raise UserError(f"a fine-tuned model exports as hf or savedmodel, not "
+                    f"{config.format}")
+  finetuned, ft_config, tokenizer, tasks, model = load_finetuned(
+      config.model_path, config.task_names)
+  progress.report(1, f"loaded the fine-tuned model from {config.model_path} "
+                  f"({', '.join(t.name for t in tasks)})")
+  encoder, _ = finetuned.weights()
+  model_config = finetuned.model_config
+  plans = {}
+  for task in tasks:
+    info = finetuned.tasks[task.name]
+    if config.format == "hf":
+      plans[task.name] = hf.finetuned_head(
+          task.name, info["head"], head_weights(model.heads[task.name]),
+          model_config.hidden_size, info.get("labels"))
+    elif info["head"] not in FINETUNED_KINDS:
+      raise UserError(f"{task.name}: a SavedModel is written for GLUE "
+                      f"classification and regression heads, not a "
+                      f"{info['head']} head (nothing was written)")
+  out = config.output_dir
+  with staging_dir(out) as staging:
+    for task in tasks:
+      info, folder = finetuned.tasks[task.name], os.path.join(staging,
+                                                             task.name)
+      if config.format == "hf":
+        architecture, extra, head = plans[task.name]
+        hf.save(folder, "discriminator", dict(encoder, **head), model_config,
+                finetuned.vocab_file, finetuned.pretrain_config.do_lower_case,
+                pad_id=tokenizer.special_ids.get("pad", 0),
+                architecture_name=architecture, extra_config=extra)
+      else:
+        architecture = "SavedModel: serve_text -> " + (
+            "score" if info["head"] == "regression" else "label")
+        export_finetuned_savedmodel(
+            model.encoder, model.heads[task.name], task.name, info,
+            tokenizer, finetuned.vocab_file, folder,
+            config.max_seq_length or ft_config.max_seq_length,
+            dict(task=task.name, **info, source=finetuned.path,
+                 trial=finetuned.info.get("trial"),
+                 results=finetuned.info.get("results")))
+      print(f"wrote {os.path.join(out, task.name)} ({architecture})",
+            flush=True)
+  progress.finish(f"wrote {config.format} export {out}: "
+                  f"{', '.join(sorted(os.listdir(out)))}", done=2)
+  return out
+
+
 @main_guard
 def main(argv=None):
   config = load_config(argv)
   progress = Progress("export", 2, "steps", sys.stdout)
   from util.tf_quiet import import_tensorflow
   import_tensorflow(with_text=True)
+  from loading import finetuned
+  if finetuned.is_finetuned(config.model_path):
+    return export_finetuned(config, progress)
+  if config.task_names:
+    raise UserError("--task-names applies to a fine-tuned model only")
   from loading import runs
   from loading.sources import find_pretrained
   pretrained = find_pretrained(config.model_path)

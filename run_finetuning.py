@@ -5,7 +5,15 @@
 
 Starts from DATA_DIR/models/NAME/ (a run_pretraining.py model), reads
 DATA_DIR/finetuning_data/<task>/, and writes results and predictions to
-DATA_DIR/models/NAME/finetuning/.
+DATA_DIR/models/NAME/finetuning/, with the best trial's model in
+<tasks>_model/ there. Rerun after an interruption, it goes on from the
+first unfinished trial.
+
+  python run_finetuning.py --data-dir DATA_DIR --model-name NAME \
+      --task-names sst --do-predict --predict-file some.tsv
+
+predicts a file of the task's layout with that kept model (or
+--init-checkpoint a fine-tuned model's folder), without training.
 """
 
 import os

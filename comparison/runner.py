@@ -69,6 +69,7 @@ def build_jobs(config, runs):
                   _checkpoint(config, run, step), "--task-names", task,
                   "--raw-data-dir", config.glue_dir, "--output-dir", out,
                   "--seed", str(seed), "--num-trials", "1",
+                  "--keep-model", "none",  # scores only: no 55 MB per job
                   "--overwrite"]  # its own folder: a retry replaces it
           if config.finetune_hparams:
             argv += ["--hparams", json.dumps(config.finetune_hparams)]

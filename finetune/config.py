@@ -8,9 +8,13 @@ wins) and `--field-name` flags.
 """
 
 import dataclasses
+import json
 import os
 from typing import Optional
 
+from util import storage
+from util.config import apply_overrides
+from util.config import check_choice
 from util.config import check_data_dir
 from util.config import parse_config
 from util.errors import UserError
@@ -23,6 +27,25 @@ LAYERWISE_DECAY = {"tiny": 0.8, "small": 0.8, "base": 0.8, "large": 0.9}
 EPOCHS = {"rte": 10.0, "sts": 10.0, "squad": 2.0, "squadv1": 2.0}
 DEFAULT_EPOCHS = 3.0
 INIT_FROM = ("discriminator", "generator")
+KEEP_MODEL = ("best", "last", "none")
+
+# What --do-predict takes from the saved fine-tuned model's config rather
+# than the command's: what builds the model and reads and featurizes the
+# input, so that it predicts exactly as the run that trained it.
+MODEL_SETTINGS = (
+    "model_size", "model_hparam_overrides", "do_lower_case",
+    "max_seq_length", "hidden_dropout_prob", "mixed_precision", "doc_stride",
+    "max_query_length", "n_best_size", "max_answer_length", "beam_size",
+    "answerable_classifier", "answerable_uses_start_logits",
+    "qa_na_threshold", "tagging_crf")
+
+# What a resumed run (finetune/trainer.py) may change: where things are,
+# how often it logs, eval batching, the number of trials (raise it to run
+# more) and --overwrite itself. Any other change is refused.
+RUN_SETTINGS = frozenset((
+    "data_dir", "model_name", "raw_data_dir", "vocab_file", "output_dir",
+    "overwrite", "log_every_steps", "eval_batch_size", "num_trials",
+    "do_predict", "predict_file", "predict_output"))
 
 
 @dataclasses.dataclass
@@ -40,11 +63,21 @@ class FinetuningConfig:
   vocab_file: str = ""  # default: the pretraining run's, else DATA_DIR/vocab.txt
   output_dir: str = ""  # default DATA_DIR/models/NAME/finetuning
   overwrite: bool = False  # replace prediction files of an earlier run
+  # The fine-tuned model kept in OUTPUT_DIR/<tasks>_model/: the trial with
+  # the best dev score (the tasks' headline metrics, averaged), the last
+  # trial, or none.
+  keep_model: str = "best"
 
   # What to run.
   do_train: bool = True
   do_eval: bool = True
   write_test_outputs: bool = False  # GLUE TSVs / SQuAD JSON for test sets
+  # Only predict predict_file with a fine-tuned model (--init-checkpoint,
+  # else OUTPUT_DIR/<task>_model/): no training.
+  do_predict: bool = False
+  predict_file: str = ""  # any file in the task's dev or test layout
+  # default OUTPUT_DIR/<task>_<predict file's name>_predictions.<ext>
+  predict_output: str = ""
   num_trials: int = 1  # seeds; median, mean and std of each metric reported
   seed: int = 1234
   debug: bool = False  # a few examples and steps, for trying things out
@@ -121,11 +154,14 @@ class FinetuningConfig:
   def validate(self, pretrain_size=None):
     check_data_dir(self)
     self.resolve(pretrain_size)
-    if not self.data_dir and not (self.raw_data_dir and self.output_dir):
+    if self.do_predict:
+      self._validate_predict()
+    elif not self.data_dir and not (self.raw_data_dir and self.output_dir):
       raise UserError("--data-dir is required (or raw_data_dir and "
                       "output_dir)")
     if not self.tasks:
       raise UserError("no task given: --task-names rte,mrpc,...")
+    check_choice("keep_model", self.keep_model, KEEP_MODEL)
     twice = [t for i, t in enumerate(self.tasks) if t in self.tasks[:i]]
     if twice:
       raise UserError(f"task '{twice[0]}' is named twice in --task-names")
@@ -149,10 +185,42 @@ class FinetuningConfig:
       raise UserError(f"max_query_length {self.max_query_length} leaves no "
                       f"room for the context in max_seq_length "
                       f"{self.max_seq_length}")
-    if not self.do_train and not self.do_eval and not self.write_test_outputs:
+    if (not self.do_predict and not self.do_train and not self.do_eval and
+        not self.write_test_outputs):
       raise UserError("nothing to do: do_train, do_eval and "
                       "write_test_outputs are all false")
     check_output_dir(self.output_dir, "output_dir")  # before any work
+
+  def _validate_predict(self):
+    if not self.predict_file:
+      raise UserError("--do-predict needs --predict-file (a file in the "
+                      "task's dev or test layout)")
+    if len(self.tasks) != 1:
+      raise UserError(f"--do-predict predicts one task's file; "
+                      f"--task-names names {len(self.tasks)}")
+    if storage.isdir(self.predict_file) and self.tasks != ["race"]:
+      raise UserError(f"predict_file {self.predict_file} is a folder, not "
+                      "a file")
+    if not storage.exists(self.predict_file):
+      raise UserError(f"predict_file {self.predict_file} not found")
+    if not self.predict_output and not self.output_dir:
+      raise UserError("--do-predict needs --predict-output (or "
+                      "--output-dir, or --data-dir and --model-name)")
+
+  def with_model_settings(self, saved, source):
+    """This config with MODEL_SETTINGS taken from a fine-tuned model's
+    saved config (a dict), for --do-predict."""
+    values = {k: saved[k] for k in MODEL_SETTINGS if k in saved}
+    try:
+      return apply_overrides(self, values, source)
+    except UserError as e:
+      raise UserError(f"{source}: {e}") from None
+
+  def run_hparams(self):
+    """{field: value} of what a resumed run must keep (not RUN_SETTINGS),
+    as JSON would give them back."""
+    return {k: v for k, v in json.loads(json.dumps(
+        dataclasses.asdict(self))).items() if k not in RUN_SETTINGS}
 
 
 def load_config(argv=None):

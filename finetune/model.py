@@ -3,13 +3,18 @@
 import dataclasses
 
 import keras
+import numpy as np
 
+from finetune import task_builder
+from finetune.config import FinetuningConfig
 from interop.weights import encoder_slots
+from loading import finetuned as finetuned_files
 from loading import runs
 from model import Encoder
 from model.config import get_model_config
 from model.config import scale_config
 from pretrain.objectives import objective_class
+from util.config import apply_overrides
 from util.errors import UserError
 
 
@@ -121,3 +126,98 @@ def pretrained_encoder_weights(pretrained, config):
   # By name (interop/weights.py); GDES tables resolve to shared + delta.
   return {slot.name: slot.value() for slot in
           encoder_slots(source_encoder(model, config.init_from))}
+
+
+# ------------------------------------------------- a fine-tuned model's heads
+def _head_variables(head):
+  """{name inside the head: variable}: its weights (not the dropout seed
+  states), by Keras path below the head ("output/kernel"; the path above
+  it depends on the model it is in)."""
+  prefix = head.name + "/"
+
+  def inner(path):
+    path = "/" + path
+    return path[path.rindex("/" + prefix) + 1 + len(prefix):]
+  return {inner(v.path): v for v in head.weights}
+
+
+def head_weights(head):
+  """{name inside the head: float32 array} of a built head
+  (loading/finetuned.py keeps them as heads/<task>/<name>)."""
+  return {name: np.asarray(keras.ops.convert_to_numpy(v), np.float32)
+          for name, v in _head_variables(head).items()}
+
+
+def set_head_weights(head, weights, source):
+  """Assigns head_weights of a saved head to `head` (built); any missing,
+  extra or misshapen weight is one UserError."""
+  if not head.built:
+    head.build(None)
+  variables = _head_variables(head)
+  missing = sorted(set(variables) - set(weights))
+  extra = sorted(set(weights) - set(variables))
+  shapes = [f"{n} {tuple(weights[n].shape)} vs {tuple(v.shape)}"
+            for n, v in variables.items()
+            if n in weights and tuple(weights[n].shape) != tuple(v.shape)]
+  problems = [f"{what}: {', '.join(names[:4])}" for what, names in (
+      ("missing", missing), ("unused", extra),
+      ("shape (saved vs model)", shapes)) if names]
+  if problems:
+    raise UserError(f"{source}: its {head.name} does not match the head "
+                    f"this run builds ({'; '.join(problems)})")
+  for name, variable in variables.items():
+    variable.assign(np.asarray(weights[name], np.float32))
+
+
+# ------------------------------------------------ from a fine-tuned model
+def saved_config(finetuned, **values):
+  """The FinetuningConfig a fine-tuned model (loading/finetuned.py) was
+  trained with (fields this version lacks dropped), `values` applied."""
+  known = {f.name for f in dataclasses.fields(FinetuningConfig)}
+  saved = {k: v for k, v in finetuned.finetuning_config.items()
+           if k in known}
+  source = f"{finetuned.path} (finetuning_config)"
+  return apply_overrides(apply_overrides(FinetuningConfig(), saved, source),
+                         values, source)
+
+
+def adopt_heads(finetuned, tasks):
+  """Gives each task the label list its saved head predicts, and checks
+  that the head is the one the task builds; a task the model has no head
+  for is one UserError."""
+  for task in tasks:
+    info = finetuned.tasks.get(task.name)
+    if info is None:
+      raise UserError(f"{finetuned.path} holds no {task.name} head (it has: "
+                      f"{', '.join(finetuned.tasks)}): a fine-tuned model "
+                      "of another task set")
+    task.restore_labels(info.get("labels"))
+    task.adopt_head(info, finetuned.path)
+
+
+def finetuned_model(finetuned, tasks):
+  """A FinetuningModel with a fine-tuned model's encoder and its heads of
+  `tasks` (adopt_heads first), every weight assigned."""
+  model = FinetuningModel(finetuned.model_config, tasks, name="finetuning")
+  ids = np.zeros((1, 2), np.int32)
+  model.encoder(ids, np.ones_like(ids), ids, training=False)  # builds it
+  encoder, heads = finetuned.weights()
+  set_encoder_weights(model.encoder, encoder)
+  for task in tasks:
+    set_head_weights(model.heads[task.name], heads[task.name],
+                     finetuned.path)
+  return model
+
+
+def load_finetuned(path, task_names=""):
+  """(finetuned, config, tokenizer, tasks, model) of the fine-tuned model
+  in folder `path` (finetuned: its loading/finetuned.py record), with the heads of `task_names` (default: every head), as
+  export_model.py needs it."""
+  finetuned = finetuned_files.load(path)
+  config = saved_config(finetuned, task_names=task_names or ",".join(
+      finetuned.tasks), output_dir="")
+  tokenizer = runs.load_tokenizer_for(finetuned.pretrain_config)
+  tasks = task_builder.get_tasks(config, tokenizer)
+  adopt_heads(finetuned, tasks)
+  return finetuned, config, tokenizer, tasks, finetuned_model(finetuned,
+                                                              tasks)

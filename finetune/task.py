@@ -19,10 +19,15 @@ A task is a small class registered in finetune/task_builder.py. The driver
   scorer.write_predictions(path)     # optional: predictions file(s),
       # path ending in task.predictions_ext; task.output_files(path) lists
       # every file it writes
+A fine-tuned model keeps each head with task.model_info() (its head_kind
+and head_labels); --do-predict reads any file of the task's layout with
+  examples, labelled = task.read_file(path)
 Heads and losses use keras / keras.ops only, like model/.
 """
 
 import dataclasses
+
+from util.errors import UserError
 
 
 @dataclasses.dataclass
@@ -61,6 +66,51 @@ class Task:
 
   def get_scorer(self, examples, features):
     raise NotImplementedError
+
+  # ---------------------------------------------- a fine-tuned model's head
+  head_kind = ""  # what its head computes (export_model.py maps it)
+
+  def head_labels(self):
+    """The labels the head's outputs stand for, in order (None: no label
+    list, e.g. a regression or a span head)."""
+    return None
+
+  def model_info(self):
+    """What a saved fine-tuned model records of this task to rebuild and
+    serve its head (loading/finetuned.py)."""
+    return {"head": self.head_kind, "labels": self.head_labels()}
+
+  def adopt_head(self, info, source):
+    """Checks that the head a fine-tuned model kept for this task (its
+    model_info) is the head this task builds: same kind, same labels."""
+    if info.get("head") != self.head_kind:
+      raise UserError(f"{source}: its {self.name} head is a "
+                      f"{info.get('head')} head, but {self.name} here "
+                      f"builds a {self.head_kind} head")
+    mine, theirs = self.head_labels(), info.get("labels")
+    if (list(mine) if mine is not None else None) != theirs:
+      raise UserError(f"{source}: its {self.name} head predicts labels "
+                      f"{_labels(theirs)}, but {self.name} here has "
+                      f"{_labels(mine)}")
+
+  def restore_labels(self, labels):
+    """Takes a fine-tuned model's label list where the task builds its own
+    from the training data (tagging); fixed label lists stay."""
+    del labels
+
+  def read_file(self, path):
+    """(examples, labelled) of any file in the task's own layout (as its
+    dev or test files); labelled: every example has its gold answer, so
+    that the scorer's metrics mean something."""
+    raise UserError(f"{self.name}: predicting a file is not supported")
+
+
+def _labels(labels):
+  if labels is None:
+    return "none (no label list)"
+  shown = ", ".join(labels[:8]) + (f" (+{len(labels) - 8} more)"
+                                   if len(labels) > 8 else "")
+  return f"({shown})"
 
 
 class Scorer:

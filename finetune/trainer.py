@@ -4,6 +4,13 @@ For each trial: build the model, copy the pretrained encoder in, train on
 the tasks' train sets (several tasks: batches interleaved in proportion to
 each task's steps), evaluate on dev, write predictions; then report the
 median, mean and standard deviation of every metric over the trials.
+
+The best (or last) trial's model is kept in OUTPUT_DIR/<tasks>_model/
+(loading/finetuned.py), and each finished trial is recorded in
+OUTPUT_DIR/<tasks>_trials.json, so that the same command after a kill
+goes on from the first unfinished trial. A fine-tuned model can also be
+the start (--init-checkpoint: its encoder, and the heads of the tasks it
+has) or, with --do-predict, predict any file of a task's layout.
 """
 
 import json
@@ -11,6 +18,7 @@ import math
 import os
 import sys
 import time
+import uuid
 
 import keras
 import numpy as np
@@ -19,10 +27,16 @@ import tensorflow as tf
 from finetune import scorer as metrics
 from finetune import task_builder
 from finetune.model import FinetuningModel
+from finetune.model import adopt_heads
+from finetune.model import finetuned_model
+from finetune.model import head_weights
 from finetune.model import model_config_for
 from finetune.model import pretrained_encoder_weights
 from finetune.model import set_encoder_weights
+from finetune.model import set_head_weights
 from finetune.optimization import create_optimizer
+from interop.weights import encoder_slots
+from loading import finetuned as finetuned_files
 from loading import runs
 from loading.sources import find_pretrained
 from training import distribution
@@ -31,6 +45,7 @@ from training.progress import format_seconds
 from util import outputs
 from util import storage
 from util.errors import UserError
+from util.text_files import read_json
 
 
 def model_inputs(features):
@@ -47,10 +62,22 @@ class FinetuningRunner:
 
   def __init__(self, config):
     self.config = config
-    self.pretrained = find_pretrained(config.init_checkpoint or (
-        os.path.join(config.data_dir, "models", config.model_name)
-        if config.data_dir and config.model_name else ""))
+    # A fine-tuned model (loading/finetuned.py) this run predicts with, or
+    # starts from: its encoder, and the heads of the tasks it has.
+    self.finetuned = self._find_finetuned()
+    if self.finetuned and config.init_from == "generator":
+      raise UserError(f"{self.finetuned.path} is a fine-tuned model: it has "
+                      "one encoder, so init_from must be discriminator")
+    if config.do_predict:  # read and featurize as the model was trained
+      config = self.config = config.with_model_settings(
+          self.finetuned.finetuning_config,
+          f"{self.finetuned.path} (finetuning_config)")
+    self.pretrained = find_pretrained(
+        self.finetuned.path if self.finetuned else self._pretrained_path())
     pretrain_config = self.pretrained.config
+    # The pretraining run's config, as a kept model records it.
+    self.origin_config = (self.finetuned.pretrain_config if self.finetuned
+                          else pretrain_config)
     config.validate(pretrain_config.model_size)
     self.model_config = model_config_for(self.pretrained, config)
     if config.max_seq_length > self.model_config.max_position_embeddings:
@@ -59,12 +86,79 @@ class FinetuningRunner:
           f"{self.model_config.max_position_embeddings} positions")
     self.tokenizer = runs.load_tokenizer_for(pretrain_config, config.vocab_file,
                                              config.data_dir)
+    self.vocab_file = runs.vocab_path_for(pretrain_config, config.vocab_file,
+                                          config.data_dir)
     distribution.set_precision(config.mixed_precision)
     self.tasks = task_builder.get_tasks(config, self.tokenizer)
+    if config.do_predict:
+      adopt_heads(self.finetuned, self.tasks)
+    self._record = None  # the run's record of finished trials
     self._check_outputs()
     # Read once, shared by every trial.
     self._encoder_weights = None
+    self._reused = None  # {task: saved head weights} (_reused_heads)
     self._data = {}  # (task, split) -> (examples, features)
+
+  # ------------------------------------------------- fine-tuned models
+  def _pretrained_path(self):
+    config = self.config
+    return config.init_checkpoint or (
+        os.path.join(config.data_dir, "models", config.model_name)
+        if config.data_dir and config.model_name else "")
+
+  def kept_model_path(self):
+    """OUTPUT_DIR/<tasks>_model: where this run keeps its model."""
+    return os.path.join(self.config.output_dir,
+                        f"{'_'.join(self.config.tasks)}_model")
+
+  def _record_path(self):
+    return os.path.join(self.config.output_dir,
+                        f"{'_'.join(self.config.tasks)}_trials.json")
+
+  def _find_finetuned(self):
+    """The fine-tuned model at --init-checkpoint; with --do-predict, else
+    the one a run of these tasks kept in output_dir (one must be found)."""
+    config = self.config
+    if finetuned_files.is_finetuned(config.init_checkpoint):
+      return finetuned_files.load(config.init_checkpoint)
+    if not config.do_predict:
+      return None
+    default = (os.path.join(config.data_dir, "models", config.model_name)
+               if config.data_dir and config.model_name else "")
+    if config.init_checkpoint and config.init_checkpoint != default:
+      raise UserError(f"{config.init_checkpoint} is not a fine-tuned model "
+                      f"(no {finetuned_files.MODEL_FILE}): --do-predict "
+                      "needs one run_finetuning.py kept")
+    if not config.output_dir:
+      raise UserError("--do-predict needs --init-checkpoint (a fine-tuned "
+                      "model's folder) or --output-dir")
+    kept = self.kept_model_path()
+    if not finetuned_files.is_finetuned(kept):
+      raise UserError(f"no fine-tuned model at {kept}: fine-tune "
+                      f"{', '.join(config.tasks)} first (keep_model best or "
+                      "last), or pass --init-checkpoint a fine-tuned "
+                      "model's folder")
+    return finetuned_files.load(kept)
+
+  def _reused_heads(self):
+    """{task: saved head weights} of the tasks the fine-tuned model this
+    run starts from has a head for (same name; its kind and labels must be
+    the task's, else one UserError); the other tasks get new heads."""
+    if self._reused is None:
+      self._reused = {}
+      if self.finetuned is not None:
+        _, heads = self.finetuned.weights()
+        for task in self.tasks:
+          info = self.finetuned.tasks.get(task.name)
+          if info is not None:
+            task.adopt_head(info, self.finetuned.path)
+            self._reused[task.name] = heads[task.name]
+        new = [t.name for t in self.tasks if t.name not in self._reused]
+        print(f"starting from the fine-tuned model {self.finetuned.path}: "
+              f"its encoder; heads reused: "
+              f"{', '.join(self._reused) or 'none'}; new: "
+              f"{', '.join(new) or 'none'}", flush=True)
+    return self._reused
 
   # ---------------------------------------------------------- outputs
   def _prediction_path(self, task, split, trial):
@@ -82,16 +176,141 @@ class FinetuningRunner:
             for f in task.output_files(self._prediction_path(task, split,
                                                              trial))]
 
+  def predict_output(self):
+    """Where --do-predict writes: predict_output, else OUTPUT_DIR/
+    <task>_<predict file's name>_predictions<ext>."""
+    config, task = self.config, self.tasks[0]
+    if config.predict_output:
+      return config.predict_output
+    stem = os.path.splitext(os.path.basename(
+        config.predict_file.rstrip("/")))[0]
+    return os.path.join(config.output_dir, f"{task.name}_{stem}_predictions"
+                        f"{task.predictions_ext}")
+
   def _check_outputs(self):
-    """Refuses, before any work, to replace an earlier run's files."""
-    if self.config.overwrite:
+    """Refuses, before any work, to replace an earlier run's files (a run
+    of the same command that was interrupted is resumed instead)."""
+    config = self.config
+    if config.do_predict:
+      path = self.predict_output()
+      outputs.check_output_dir(os.path.dirname(path) or ".", "predict_output")
+      for f in self.tasks[0].output_files(path):
+        # (A folder still to be made holds nothing yet.)
+        if os.path.lexists(os.path.dirname(os.path.abspath(f))):
+          outputs.check_new_file(f, "predict_output", config.overwrite)
       return
-    existing = [f for f in self.planned_outputs() if storage.exists(f)]
+    self._record = self._resumed_record()
+    if config.overwrite or self._record is not None:
+      return
+    kept = ([self.kept_model_path()] if config.do_train and
+            config.keep_model != "none" else [])
+    existing = [f for f in self.planned_outputs() + kept
+                if storage.exists(f)]
     if existing:
       more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
       raise UserError(f"{existing[0]}{more} already exists: pass "
                       "--overwrite to replace, or another --output-dir "
                       "(nothing was written)")
+
+  # ------------------------------------------------------ resuming
+  def _resumed_record(self):
+    """The record of an earlier run of this command (same tasks and
+    hparams but RUN_SETTINGS) to go on from; None for a new run. One
+    with other hparams is refused unless --overwrite (start over)."""
+    config, path = self.config, self._record_path()
+    if config.overwrite or not storage.exists(path):
+      return None
+    try:
+      record = read_json(path)
+    except UserError as e:
+      raise UserError(f"{e} (the record of an earlier run: pass "
+                      "--overwrite to start over)") from None
+    if not (isinstance(record, dict) and isinstance(record.get("config"),
+                                                    dict) and
+            isinstance(record.get("trials"), list)):
+      raise UserError(f"{path} is not a record of trials: pass --overwrite "
+                      "to start over")
+    saved = record["config"]
+    changes = [(k, saved[k], v) for k, v in config.run_hparams().items()
+               if k in saved and saved[k] != v]
+    if changes:
+      shown = ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in changes[:4])
+      more = f" (+{len(changes) - 4} more)" if len(changes) > 4 else ""
+      raise UserError(f"{path} records a run of these tasks with other "
+                      f"hparams: {shown}{more}; run it with its own to go "
+                      "on, or pass --overwrite to start over (nothing was "
+                      "written)")
+    return record
+
+  def _start_record(self):
+    """The run's record: resumed (finished trials kept; when the kept
+    model on disk is not the one recorded, as after a kill between the
+    two writes, from that trial on) or new. Written at once, so that the
+    files this run writes are known to be its own."""
+    config, record = self.config, self._record
+    if record is None:
+      record = {"run": uuid.uuid4().hex, "config": config.run_hparams(),
+                "trials": [], "kept": None, "results_file": ""}
+    kept = record.get("kept")
+    if kept and kept["trial"] < len(record["trials"]):
+      path = self.kept_model_path()
+      on_disk = (finetuned_files.load(path).info if
+                 finetuned_files.is_finetuned(path) else {})
+      if (on_disk.get("run"), on_disk.get("trial")) != (record["run"],
+                                                          kept["trial"]):
+        print(f"note: {path} is not trial {kept['trial'] + 1}'s model as "
+              "recorded (interrupted while keeping it): from that trial on "
+              "again", flush=True)
+        record["trials"] = record["trials"][:kept["trial"]]
+        record["kept"] = None
+    self._record = record
+    self._write_record()
+    return record
+
+  def _write_record(self):
+    storage.makedirs(self.config.output_dir)
+    outputs.write_text(self._record_path(), json.dumps(self._record,
+                                                       indent=2))
+
+  def _score(self, results):
+    """The dev score that picks the best trial: the mean of the tasks'
+    headline metrics (NaN counts as the worst); None without dev results."""
+    values = [results[t.name].get(t.metric) for t in self.tasks
+              if t.name in results]
+    values = [v for v in values if v is not None]
+    if not values:
+      return None
+    score = float(np.mean(values))
+    return score if np.isfinite(score) else -math.inf
+
+  def _keep(self, model, trial, results):
+    """Writes the trial's model to kept_model_path when keep_model asks:
+    always (last), when its dev score beats the kept one's (best; the
+    last when there is no dev score), never (none)."""
+    config = self.config
+    if config.keep_model == "none" or not config.do_train:
+      return
+    score, kept = self._score(results), self._record.get("kept")
+    if (config.keep_model == "best" and kept is not None and
+        score is not None and kept.get("score") is not None and
+        not score > kept["score"]):
+      return
+    path = self.kept_model_path()
+    finetuned_files.save(
+        path, finetuning_config=config, pretrain_config=self.origin_config,
+        model_config=self.model_config,
+        tasks={t.name: t.model_info() for t in self.tasks},
+        encoder={s.name: s.value() for s in encoder_slots(model.encoder)},
+        heads={t.name: head_weights(model.heads[t.name]) for t in self.tasks},
+        vocab_file=self.vocab_file,
+        info=dict(trial=trial, seed=config.seed + trial, results=results,
+                  kept=config.keep_model, score=score,
+                  run=self._record["run"]),
+        overwrite=True)  # this run's own (checked before any work)
+    self._record["kept"] = {"trial": trial, "score": score}
+    why = ("" if score is None else
+           f", dev score {score:.4f}" if config.keep_model == "best" else "")
+    print(f"kept trial {trial + 1}'s model{why}: {path}", flush=True)
 
   # ------------------------------------------------------------- data
   def _examples_and_features(self, task, split):
@@ -145,7 +364,8 @@ class FinetuningRunner:
     model = FinetuningModel(self.model_config, self.tasks,
                             name="finetuning")
     for task in self.tasks:  # creates the variables of every head
-      split = "train" if self.config.do_train else "dev"
+      split = ("predict" if self.config.do_predict else
+               "train" if self.config.do_train else "dev")
       _, features = self._examples_and_features(task, split)
       model({k: v[:1] for k, v in model_inputs(features).items()},
             task_name=task.name, training=False)
@@ -153,6 +373,8 @@ class FinetuningRunner:
       self._encoder_weights = pretrained_encoder_weights(self.pretrained,
                                                          self.config)
     set_encoder_weights(model.encoder, self._encoder_weights)
+    for name, weights in self._reused_heads().items():
+      set_head_weights(model.heads[name], weights, self.finetuned.path)
     return model
 
   def train(self, model, seed):
@@ -258,6 +480,7 @@ class FinetuningRunner:
         scorer.write_predictions(path)
         print(f"wrote test predictions for {task.name}: {path}",
               flush=True)
+    self._keep(model, trial, results)
     return results
 
   def _output(self, path):
@@ -278,26 +501,78 @@ class FinetuningRunner:
 
   def run(self):
     config = self.config
+    if config.do_predict:
+      return self.run_predict()
     self._check_inputs()
-    trials = []
-    for trial in range(config.num_trials):
+    self._reused_heads()  # a head that cannot be reused: said now
+    record = self._start_record()
+    trials = record["trials"][:config.num_trials]
+    done = len(trials)
+    if trials:
+      print(f"{len(trials)} of {config.num_trials} trial(s) done earlier "
+            f"(recorded in {self._record_path()}): "
+            + ("going on" if len(trials) < config.num_trials else
+               "nothing left to train"), flush=True)
+    for trial in range(len(trials), config.num_trials):
       print(
           f"trial {trial + 1}/{config.num_trials} (seed {config.seed + trial})",
           flush=True)
       trials.append(self.run_trial(trial))
       if trials[-1]:
         print(format_table(trials[-1]), flush=True)
+      record["trials"] = trials
+      self._write_record()
     summary = summarize(trials)
+    kept = record.get("kept")
     if summary:
       out = {"tasks": config.tasks, "num_trials": config.num_trials,
              "summary": summary, "trials": trials}
-      path = self._results_path()
-      outputs.write_text(path, json.dumps(out, indent=2))
+      if kept:
+        out["kept_model"] = {"path": self.kept_model_path(),
+                             "trial": kept["trial"], "keep": config.keep_model}
+      path = record.get("results_file")
+      if len(trials) > done or not (path and storage.exists(path)):
+        path = self._results_path()
+        outputs.write_text(path, json.dumps(out, indent=2))
+        record["results_file"] = path
+        self._write_record()
+      print(f"results: {path}", flush=True)
       print(f"median over {config.num_trials} trial(s):", flush=True)
       print(format_table({t: {k: v["median"] for k, v in m.items()}
                           for t, m in summary.items()}), flush=True)
       print(json.dumps(summary), flush=True)
     return summary
+
+  def run_predict(self):
+    """--do-predict: the fine-tuned model's predictions for predict_file,
+    written as the run's dev predictions are; its metrics when the file
+    has every gold label."""
+    config, task = self.config, self.tasks[0]
+    examples, labelled = task.read_file(config.predict_file)
+    examples = limit(examples, config.eval_examples_limit)
+    if not examples:
+      raise UserError(f"{config.predict_file} has no examples")
+    self._data[(task.name, "predict")] = (
+        examples, task.featurize(examples, is_training=False))
+    model = finetuned_model(self.finetuned, self.tasks)
+    _, features = self._data[(task.name, "predict")]
+    model({k: v[:1] for k, v in model_inputs(features).items()},
+          task_name=task.name, training=False)  # built outside tf.function
+    print(f"predicting {len(examples)} {task.name} example(s) of "
+          f"{config.predict_file} with {self.finetuned.path} (trial "
+          f"{self.finetuned.info.get('trial', 0) + 1}'s model)", flush=True)
+    scorer, loss = self.predict(model, task, "predict")
+    path = self.predict_output()
+    if os.path.dirname(path):
+      storage.makedirs(os.path.dirname(path))
+    scorer.write_predictions(path)
+    print(f"wrote {task.name} predictions: {path}", flush=True)
+    if not labelled:
+      return {}
+    results = {task.name: dict(scorer.get_results(), loss=loss)}
+    print(format_table(results), flush=True)
+    print(json.dumps(results), flush=True)
+    return results
 
   def _results_path(self):
     """A new results file: the time stamp, numbered if it is taken."""

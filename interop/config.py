@@ -29,6 +29,9 @@ class ExportConfig:
   format: str = "hf"
   output_dir: str = ""  # must not exist yet (or be empty)
   max_seq_length: int = 0  # savedmodel text signature; 0 = the run's
+  # A fine-tuned model (run_finetuning.py's OUTPUT_DIR/<tasks>_model/):
+  # the heads to export, comma-separated (default: every one).
+  task_names: str = ""
 
   @property
   def model_path(self):

@@ -6,6 +6,12 @@ them. No torch needed: safetensors reads and writes NumPy arrays.
 One difference transformers builds in: its generator head always uses the
 exact GELU, where ours (and the TF1 release) follows hidden_act; models
 with hidden_act "gelu" (the default) agree exactly.
+
+A fine-tuned model's heads (finetuned_head) go to
+ElectraForSequenceClassification (GLUE classification and regression),
+ElectraForTokenClassification (tagging) and ElectraForMultipleChoice,
+each computing exactly what ours does; a CRF tagger and the SQuAD head
+have no transformers class that can (one UserError says why).
 """
 
 import json
@@ -48,16 +54,20 @@ def architecture(role, with_head=True):
 
 
 def save(output_dir, role, weights, config, vocab_file, do_lower_case,
-         pad_id=0, with_head=True):
+         pad_id=0, with_head=True, architecture_name="", extra_config=None):
   """Writes one network; `config` is its TransformerConfig. Without its
-  head it is an ElectraModel (e.g. the main model of an ablation)."""
+  head it is an ElectraModel (e.g. the main model of an ablation).
+  architecture_name and extra_config: another class (a fine-tuned head,
+  finetuned_head) and its config fields."""
   from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
   os.makedirs(output_dir, exist_ok=True)
   hf_config = {f: getattr(config, f) for f in CONFIG_FIELDS}
   hf_config.update(
-      architectures=[architecture(role, with_head)], model_type="electra",
+      architectures=[architecture_name or architecture(role, with_head)],
+      model_type="electra",
       hidden_act=ACTIVATIONS[config.hidden_act], pad_token_id=pad_id,
       position_embedding_type="absolute", tie_word_embeddings=True)
+  hf_config.update(extra_config or {})
   if config.share_layers:
     hf_config["_comment"] = "cross-layer shared: every layer is one copy"
   tensors = {name: np.ascontiguousarray(a.T if _is_linear(name, a) else a)
@@ -76,6 +86,78 @@ def save(output_dir, role, weights, config, vocab_file, do_lower_case,
   else:  # a SentencePiece model: transformers' Electra tokenizer can't
     shutil.copyfile(vocab_file, os.path.join(
         output_dir, os.path.basename(vocab_file)))
+
+
+# ------------------------------------------------- fine-tuned heads
+FINETUNED_ARCHITECTURES = {
+    "classification": "ElectraForSequenceClassification",
+    "regression": "ElectraForSequenceClassification",
+    "tagging": "ElectraForTokenClassification",
+    "multiple_choice": "ElectraForMultipleChoice",
+}
+_SQUAD = ("our SQuAD head is the ELECTRA release's XLNet-style one (end "
+          "logits conditioned on the chosen start, a beam over starts and "
+          "ends, SQuAD 2.0's answerability from [CLS] and the "
+          "start-weighted states), which transformers' "
+          "ElectraForQuestionAnswering (start and end logits from one "
+          "linear layer, independent of each other) cannot express")
+NO_TRANSFORMERS_CLASS = {
+    "tagging_crf": ("a CRF tagging head (learned transitions, Viterbi "
+                    "decoding) has no transformers ELECTRA class; "
+                    "fine-tune without tagging_crf to export it"),
+    "squad": _SQUAD,
+    "squad_answerable": _SQUAD,
+}
+
+
+def finetuned_head(task, kind, head, hidden_size, labels):
+  """(architecture, config fields, {name: array}) of the transformers class
+  that computes exactly what one of our fine-tuned heads does. head: {name
+  inside the head: array} (finetune/model.py's head_weights, Keras
+  orientation); labels: the head's label list (None: regression or
+  multiple choice). One UserError where no class can."""
+  if kind in NO_TRANSFORMERS_CLASS:
+    raise UserError(f"{task}: {NO_TRANSFORMERS_CLASS[kind]} (nothing was "
+                    "written)")
+  if kind not in FINETUNED_ARCHITECTURES:
+    raise UserError(f"{task}: a {kind} head has no transformers class here")
+  kernel, bias = head["output/kernel"], head["output/bias"]  # [H, n], [n]
+  n = kernel.shape[1]
+  if kind == "multiple_choice":
+    # ElectraSequenceSummary without projection or activation is the
+    # [CLS] state; the classifier is our linear layer.
+    extra = dict(summary_type="first", summary_use_proj=False,
+                 summary_activation="linear", summary_first_dropout=0.0,
+                 summary_last_dropout=0.0)
+    return FINETUNED_ARCHITECTURES[kind], extra, {
+        "classifier.weight": kernel, "classifier.bias": bias}
+  names = list(labels) if labels else ["score"]
+  extra = dict(id2label=dict(enumerate(names)),
+               label2id={x: i for i, x in enumerate(names)})
+  if kind == "tagging":  # dropout + Linear on every token: ours exactly
+    return FINETUNED_ARCHITECTURES[kind], extra, {
+        "classifier.weight": kernel, "classifier.bias": bias}
+  # ElectraClassificationHead is out_proj(gelu(dense(h_[CLS]))); ours is
+  # one linear layer, y = W h + b. Exactly the same: dense computes (y, -y)
+  # in its first 2n units (0 in the rest), out_proj takes the first minus
+  # the second half, and gelu(y) - gelu(-y) = y Phi(y) + y Phi(-y) = y for
+  # any y (as for the tanh form: x s(x) with s(x) + s(-x) = 1).
+  if 2 * n > hidden_size:
+    raise UserError(f"{task}: {n} outputs need {2 * n} of the classifier's "
+                    f"{hidden_size} hidden units to be exported exactly")
+  h = kernel.shape[0]
+  dense, dense_bias = np.zeros((h, h), np.float32), np.zeros(h, np.float32)
+  dense[:, :n], dense[:, n:2 * n] = kernel, -kernel
+  dense_bias[:n], dense_bias[n:2 * n] = bias, -bias
+  out = np.zeros((h, n), np.float32)
+  out[np.arange(n), np.arange(n)] = 1.0
+  out[n + np.arange(n), np.arange(n)] = -1.0
+  extra["problem_type"] = ("regression" if kind == "regression" else
+                           "single_label_classification")
+  return FINETUNED_ARCHITECTURES[kind], extra, {
+      "classifier.dense.weight": dense, "classifier.dense.bias": dense_bias,
+      "classifier.out_proj.weight": out,
+      "classifier.out_proj.bias": np.zeros(n, np.float32)}
 
 
 def is_hf_dir(path):

@@ -16,6 +16,10 @@ Signatures (`saved_model_cli show --dir D --all` lists them):
 The vocabulary is in the graph (the tokenizer's constants) and copied as
 an asset (`loaded.vocab_file.asset_path`). Loading needs tensorflow and
 tensorflow_text (imported first, for its ops), none of this code.
+
+A fine-tuned model's GLUE head exports the same way
+(export_finetuned_savedmodel): serve_text takes the raw text (a pair task
+also text_b) and gives the label.
 """
 
 import dataclasses
@@ -30,6 +34,55 @@ from util.tf_quiet import import_tensorflow
 
 IDS_SIGNATURE = "serving_default"
 TEXT_SIGNATURE = "serve_text"
+
+
+def pack_text(tokenizer, max_len, text, text_b=None):
+  """Graph ops: strings [B] (and a second segment's) -> int32 input_ids,
+  input_mask, segment_ids [B, T] and text_mask (1 at the texts' tokens),
+  as fine-tuning's featurization packs them: [CLS] a [SEP] (b [SEP]), cut
+  to max_len (a pair longest first, as finetune/featurization.py's
+  truncate_pair), padded to the batch's longest. The tokenizer's own graph
+  ops, so the ids match its batches."""
+  tf = import_tensorflow(with_text=True)
+  special = tokenizer.special_ids
+  a = tokenizer.tokenize_tensor(text)
+  segments = [a]
+  if text_b is None:
+    segments = [a[:, :max_len - 2]]
+  else:
+    b = tokenizer.tokenize_tensor(text_b)
+    keep_a, keep_b = truncated_lengths(a.row_lengths(), b.row_lengths(),
+                                       max_len - 3)
+    segments = [tf.RaggedTensor.from_tensor(x.to_tensor(), lengths=n)
+                for x, n in ((a, keep_a), (b, keep_b))]
+  edge = tf.ones([segments[0].nrows(), 1], tf.int32)
+  parts, types, texts = [edge * special["cls"]], [edge * 0], [edge * 0]
+  for i, tokens in enumerate(segments):
+    parts += [tokens, edge * special["sep"]]
+    types += [tf.ones_like(tokens) * i, edge * i]
+    texts += [tf.ones_like(tokens), edge * 0]
+  ids = tf.concat(parts, axis=1)
+  return {"input_ids": ids.to_tensor(default_value=special["pad"]),
+          "input_mask": tf.ones_like(ids).to_tensor(),
+          "segment_ids": tf.concat(types, axis=1).to_tensor(),
+          "text_mask": tf.concat(texts, axis=1).to_tensor()}
+
+
+def truncated_lengths(len_a, len_b, budget):
+  """How many tokens of a pair truncate_pair keeps (it drops tokens from
+  the end of the longer one, b on a tie, until both fit), in closed form:
+  a shorter one that fits with the longer cut to the rest stays whole;
+  else a keeps ceil(budget / 2) and b floor(budget / 2)."""
+  tf = import_tensorflow()
+  len_a, len_b = (tf.cast(x, tf.int32) for x in (len_a, len_b))
+  shorter = tf.minimum(len_a, len_b)
+  half = tf.logical_and(len_a + len_b > budget, 2 * shorter > budget)
+  cut = len_a + len_b > budget
+  keep_a = tf.where(half, (budget + 1) // 2, tf.where(
+      tf.logical_and(cut, len_a > len_b), budget - len_b, len_a))
+  keep_b = tf.where(half, budget // 2, tf.where(
+      tf.logical_and(cut, len_b >= len_a), budget - len_a, len_b))
+  return keep_a, keep_b
 
 
 def _weight_map(model, variables):
@@ -69,7 +122,6 @@ def export_savedmodel(model, pretrain_config, tokenizer, vocab_file, output_dir,
     raise UserError(f"max_seq_length must be in [2, "
                     f"{encoder.config.max_position_embeddings}], got "
                     f"{max_len}")
-  special = tokenizer.special_ids
 
   def outputs(input_ids, input_mask, segment_ids):
     tf.debugging.assert_less_equal(
@@ -90,21 +142,14 @@ def export_savedmodel(model, pretrain_config, tokenizer, vocab_file, output_dir,
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, "text")])
   def serve_text(text):
-    # The Python tokenizer's own graph ops, so the ids match its batches.
-    tokens = tokenizer.tokenize_tensor(text)
-    tokens = tokens[:, :max_len - 2]
-    edge = tf.ones([tokens.nrows(), 1], tf.int32)
-    ids = tf.concat([edge * special["cls"], tokens, edge * special["sep"]],
-                    axis=1)
-    input_ids = ids.to_tensor(default_value=special["pad"])
-    input_mask = tf.ones_like(ids).to_tensor()
-    out = outputs(input_ids, input_mask, tf.zeros_like(input_ids))
+    packed = pack_text(tokenizer, max_len, text)
+    input_ids, input_mask = packed["input_ids"], packed["input_mask"]
+    out = outputs(input_ids, input_mask, packed["segment_ids"])
     out.update(input_ids=input_ids, input_mask=input_mask)
     if "token_scores" in out:  # the text's tokens only: no [CLS] / [SEP]
-      text_mask = tf.concat([edge * 0, tf.ones_like(tokens), edge * 0],
-                            axis=1).to_tensor()
       out["sentence_score"] = tf.reduce_sum(
-          out["token_scores"] * tf.cast(text_mask, tf.float32), axis=1)
+          out["token_scores"] * tf.cast(packed["text_mask"], tf.float32),
+          axis=1)
     return out
 
   module = tf.Module()
@@ -129,6 +174,94 @@ def export_savedmodel(model, pretrain_config, tokenizer, vocab_file, output_dir,
   if vocab_file:
     module.vocab_file = tf.saved_model.Asset(vocab_file)
   module.serve_ids, module.serve_text = serve_ids, serve_text
+  tf.saved_model.save(module, output_dir, signatures={
+      IDS_SIGNATURE: serve_ids.get_concrete_function(),
+      TEXT_SIGNATURE: serve_text.get_concrete_function()})
+
+
+FINETUNED_KINDS = ("classification", "regression")
+
+
+def export_finetuned_savedmodel(encoder, head, task, info, tokenizer,
+                                vocab_file, output_dir, max_seq_length,
+                                metadata):
+  """One head of a fine-tuned model (a GLUE classifier or regressor) as a
+  SavedModel. encoder, head: its Keras layers (head(hidden) gives the
+  logits); info: the task's entry in the model's record (head kind,
+  labels, text_pair); metadata: JSON-able, kept as `finetuned`.
+
+  Signatures: serving_default (input_ids, input_mask, segment_ids) and
+  serve_text (text, and text_b for a pair task: strings [B], tokenized
+  and packed in the graph as fine-tuning does) -> classification: logits
+  [B, n], probabilities [B, n], label_id [B] and label [B] (the label
+  string); regression: score [B]. serve_text adds input_ids, input_mask
+  and segment_ids."""
+  tf = import_tensorflow(with_text=True)
+  kind, labels = info["head"], info.get("labels")
+  if kind not in FINETUNED_KINDS:
+    raise UserError(f"{task}: a SavedModel is written for GLUE "
+                    f"classification and regression heads, not a {kind} "
+                    "head (nothing was written)")
+  max_len = max_seq_length
+  if not 3 <= max_len <= encoder.config.max_position_embeddings:
+    raise UserError(f"max_seq_length must be in [3, "
+                    f"{encoder.config.max_position_embeddings}], got "
+                    f"{max_len}")
+
+  def outputs(input_ids, input_mask, segment_ids):
+    tf.debugging.assert_less_equal(
+        tf.shape(input_ids)[1], encoder.config.max_position_embeddings,
+        "input_ids are longer than the model's max_position_embeddings")
+    hidden = encoder(input_ids, input_mask, segment_ids, training=False)
+    logits = ops.cast(head(hidden, training=False), "float32")
+    if kind == "regression":
+      return {"score": logits[:, 0]}
+    label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits),
+            "label_id": label_id,
+            "label": tf.gather(tf.constant(labels), label_id)}
+
+  ids_spec = lambda name: tf.TensorSpec([None, None], tf.int32, name)  # noqa
+  text_spec = lambda name: tf.TensorSpec([None], tf.string, name)  # noqa
+
+  @tf.function(input_signature=[ids_spec("input_ids"),
+                                ids_spec("input_mask"),
+                                ids_spec("segment_ids")], autograph=False)
+  def serve_ids(input_ids, input_mask, segment_ids):
+    return outputs(input_ids, input_mask, segment_ids)
+
+  # (autograph=False: nothing here branches on tensors, and converting the
+  # tokenizer's and Keras' code takes seconds per trace.)
+  def text_outputs(text, text_b=None):
+    packed = pack_text(tokenizer, max_len, text, text_b)
+    out = outputs(packed["input_ids"], packed["input_mask"],
+                  packed["segment_ids"])
+    out.update({k: packed[k] for k in ("input_ids", "input_mask",
+                                       "segment_ids")})
+    return out
+
+  if info.get("text_pair"):
+    serve_text = tf.function(
+        lambda text, text_b: text_outputs(text, text_b), autograph=False,
+        input_signature=[text_spec("text"), text_spec("text_b")])
+  else:
+    serve_text = tf.function(text_outputs, autograph=False,
+                             input_signature=[text_spec("text")])
+
+  module = tf.Module()
+  seen, variables = set(), []
+  for layer in (encoder, head):
+    for v in layer.variables:
+      if id(v) not in seen:
+        seen.add(id(v))
+        variables.append(v)
+  module.model_variables = variables
+  module.finetuned = tf.Variable(json.dumps(metadata), trainable=False)
+  module.text_tokenizer = tokenizer.tf_module
+  if vocab_file:
+    module.vocab_file = tf.saved_model.Asset(vocab_file)
+  # Served as signatures only (as attributes too, each would be traced
+  # twice more on save).
   tf.saved_model.save(module, output_dir, signatures={
       IDS_SIGNATURE: serve_ids.get_concrete_function(),
       TEXT_SIGNATURE: serve_text.get_concrete_function()})

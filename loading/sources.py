@@ -7,6 +7,8 @@
   keras  a .keras archive of a discriminator (export_model.py)
   keras_hub  a KerasHub ElectraBackbone preset (export_model.py's, with our
          heads and generator beside it, or KerasHub's own: an encoder)
+  finetuned  a fine-tuned model run_finetuning.py kept (loading/finetuned.py):
+         its encoder, as a discriminator without a head
 Each gives a PretrainingConfig that describes its architecture and the
 weights under our names (interop/weights.py), so fine-tuning, scoring and
 run_pretraining.py --init-checkpoint treat them alike. find_pretrained
@@ -30,6 +32,7 @@ from interop.weights import DISCRIMINATOR
 from interop.weights import GENERATOR
 from interop.weights import export_weights
 from interop.weights import networks
+from loading import finetuned
 from loading import runs
 from pretrain.run_config import CONFIG_FILE
 from pretrain.run_config import config_from_json
@@ -71,6 +74,8 @@ def open_source(path):
     return _our_source(path)
   if path.endswith(".keras"):
     return _keras_source(path)
+  if finetuned.is_finetuned(path):
+    return _finetuned_source(path)
   if storage.isdir(path):
     if keras_hub.is_preset(path):  # its config.json is not transformers'
       return _keras_hub_source(path)
@@ -90,8 +95,8 @@ def open_source(path):
                     "ELECTRA release's variable names")
   raise UserError(f"no checkpoint found at {path}: expected a pretraining "
                   "run, a transformers ELECTRA directory, an original "
-                  "ELECTRA checkpoint, a KerasHub preset or a .keras "
-                  "archive")
+                  "ELECTRA checkpoint, a KerasHub preset, a .keras "
+                  "archive or a fine-tuned model")
 
 
 # ---------------------------------------------------------------- kinds
@@ -145,6 +150,17 @@ def _keras_source(path):
   named = {DISCRIMINATOR: export_weights(model, DISCRIMINATOR)}
   pretrain_config = architecture_config(fields, False, "", True)
   return Source("keras", path, pretrain_config, lambda: named)
+
+
+def _finetuned_source(path):
+  """The encoder of a fine-tuned model (its heads are fine-tuning's:
+  finetune/trainer.py reads them from loading/finetuned.py itself)."""
+  model = finetuned.load(path)
+  pretrain_config = architecture_config(
+      {DISCRIMINATOR: dataclasses.asdict(model.model_config)}, False,
+      model.vocab_file, model.pretrain_config.do_lower_case)
+  return Source("finetuned", path, pretrain_config,
+                lambda: {DISCRIMINATOR: model.encoder_weights()})
 
 
 def _savedmodel_source(path):

@@ -362,6 +362,162 @@ def test_finetuning_outputs_and_an_interrupted_write(world, tmp_path,
       "d/squad_dev_predictions_trial0_null_odds.json"]
 
 
+# ---------------------------------------------- a fine-tuned model's use
+@pytest.fixture(scope="module")
+def finetuned(world):
+  """world/ft/rte_model: the model an RTE run of the tiny model kept."""
+  run_finetuning.main(_ft(world, None, out=world / "ft"))
+  return world / "ft" / "rte_model"
+
+
+def _kept(world):
+  return world / "ft" / "rte_model"
+
+
+def _predict(world, tmp_path, data=None, *extra, task="rte", model=None):
+  """--do-predict of `data` (bytes; default the RTE slice) with the kept
+  RTE model (or `model`)."""
+  path = tmp_path / "predict.tsv"
+  path.write_bytes(_tsv() if data is None else data)
+  return _ft(world, tmp_path, "--do-predict", "--predict-file", path,
+             "--init-checkpoint", model or _kept(world), *extra, task=task)
+
+
+def _labels(*labels):
+  def damage(folder):
+    path = folder / "finetuned_model.json"
+    record = json.loads(path.read_text())
+    record["tasks"]["rte"]["labels"] = list(labels)
+    path.write_text(json.dumps(record))
+  return damage
+
+
+def _copy_kept(world, tmp_path, damage):
+  copy = tmp_path / "kept"
+  shutil.copytree(_kept(world), copy)
+  damage(copy)
+  return copy
+
+
+FINETUNED = {}  # name -> (argv maker, the error line's pattern)
+
+
+@case(FINETUNED, r"rte_model holds no sst head \(it has: rte\): a "
+                 r"fine-tuned model of another task set")
+def predict_with_another_task_set(w, t):
+  return _predict(w, t, task="sst")
+
+
+@case(FINETUNED, r"kept: its rte head predicts labels \(no, yes\), but rte "
+                 r"here has \(entailment, not_entailment\)")
+def head_labels_differ(w, t):  # fine-tuning from it
+  return _ft(w, t, "--init-checkpoint", _copy_kept(w, t, _labels("no", "yes")))
+
+
+@case(FINETUNED, r"kept: its rte head predicts labels \(no, yes\)")
+def predict_head_labels_differ(w, t):
+  return _predict(w, t, model=_copy_kept(w, t, _labels("no", "yes")))
+
+
+@case(FINETUNED, r"predict.tsv: no 'sentence1' column \(header: sentence, "
+                 r"label\)")
+def predict_wrong_layout(w, t):  # an SST-2 file given to RTE
+  return _predict(w, t, b"sentence\tlabel\na fine film\t1\n")
+
+
+@case(FINETUNED, r"predict.tsv line 5: unknown label 'maybe' \(expected one "
+                 r"of entailment, not_entailment\)")
+def predict_unknown_label(w, t):
+  return _predict(w, t, _tsv((5, b"5\ta\tb\tmaybe")))
+
+
+@case(FINETUNED, r"predict.tsv line 3: not UTF-8 text")
+def predict_latin1(w, t):
+  return _predict(w, t, _tsv((3, b"3\tCaf\xe9\tx\tentailment")))
+
+
+@case(FINETUNED, r"predict_file .*nowhere.tsv not found")
+def predict_file_missing(w, t):
+  return _ft(w, t, "--do-predict", "--predict-file", t / "nowhere.tsv",
+             "--init-checkpoint", _kept(w))
+
+
+@case(FINETUNED, r"--do-predict needs --predict-file")
+def predict_without_a_file(w, t):
+  return _ft(w, t, "--do-predict", "--init-checkpoint", _kept(w))
+
+
+@case(FINETUNED, r"predict_output .*notes.txt already exists: pass "
+                 r"--overwrite")
+def predict_output_exists(w, t):
+  return _predict(w, t, None, "--predict-output", _file(t))
+
+
+@case(FINETUNED, r"/model is not a fine-tuned model \(no "
+                 r"finetuned_model.json\)")
+def predict_with_a_pretraining_run(w, t):
+  return _predict(w, t, model=_copy_model(w, t, lambda folder: None))
+
+
+@case(FINETUNED, r"finetuned_model.json is not valid JSON")
+def finetuned_json_truncated(w, t):
+  return _predict(w, t, model=_copy_kept(w, t, _truncate(
+      "finetuned_model.json")))
+
+
+@case(FINETUNED, r"cannot read .*kept/model.safetensors")
+def finetuned_weights_truncated(w, t):
+  return _predict(w, t, model=_copy_kept(w, t, _truncate(
+      "model.safetensors")))
+
+
+@case(FINETUNED, r"rte_model already exists: pass --overwrite")
+def kept_model_folder_taken(w, t):  # the user's own folder of that name
+  out = _taken(t)
+  (out / "rte_model").mkdir()
+  return _ft(w, t, out=out)
+
+
+@case(FINETUNED, r"keep_model must be one of best, last, none")
+def keep_model_unknown(w, t):
+  return _ft(w, t, "--keep-model", "first")
+
+
+FINETUNED_EXPORT = {}
+
+
+@case(FINETUNED_EXPORT, r"a fine-tuned model exports as hf or savedmodel, "
+                        r"not keras")
+def finetuned_as_keras(w, t):
+  return _ex(w, t, "--init-checkpoint", _kept(w), "--format", "keras")
+
+
+@case(FINETUNED_EXPORT, r"rte_model holds no sst head \(it has: rte\)")
+def finetuned_other_task(w, t):
+  return _ex(w, t, "--init-checkpoint", _kept(w), "--task-names", "sst")
+
+
+@case(FINETUNED_EXPORT, r"--task-names applies to a fine-tuned model only")
+def task_names_of_a_pretraining_run(w, t):
+  return _ex(w, t, "--task-names", "rte")
+
+
+@pytest.mark.parametrize("name", sorted(FINETUNED))
+def test_finetuned_model_refuses(world, finetuned, tmp_path, capsys, name):
+  make_argv, match = FINETUNED[name]
+  out, _ = refused(run_finetuning.main, make_argv(world, tmp_path), match,
+                   capsys, [world, tmp_path])
+  assert "step 1/" not in out and "wrote" not in out
+
+
+@pytest.mark.parametrize("name", sorted(FINETUNED_EXPORT))
+def test_finetuned_export_refuses(world, finetuned, tmp_path, capsys, name):
+  make_argv, match = FINETUNED_EXPORT[name]
+  refused(export_model.main, make_argv(world, tmp_path), match, capsys,
+          [world, tmp_path])
+  assert not (tmp_path / "export").exists()
+
+
 # ---------------------------------------------------------------- scoring
 def _sc(world, *extra):
   return ["--data-dir", str(world / "data"), "--model-name", "m",

@@ -88,8 +88,8 @@ class GLUETask(Task):
       examples += self._read(name, columns)
     return examples
 
-  def _read(self, split, columns):
-    path = self._path(split)
+  def _read(self, split, columns, path=None):
+    path = path or self._path(split)
     if not storage.exists(path):
       raise UserError(f"{self.name}: {path} not found (GLUE files go in "
                       f"DATA_DIR/finetuning_data/{self.name}/)")
@@ -122,6 +122,38 @@ class GLUETask(Task):
           label=label,
           test_id=row[fields["test_id"]] if "test_id" in fields else str(i)))
     return examples
+
+  def read_file(self, path):
+    """Any file in the task's dev layout (with labels) or test layout
+    (without): the dev layout when the file has the label column."""
+    if not storage.exists(path):
+      raise UserError(f"{self.name}: {path} not found")
+    first = next((line.split("\t") for line in text_files.read_lines(path)
+                  if line.strip()), None)
+    if first is None:
+      raise UserError(f"{path} is empty")
+    test = dataclasses.replace(
+        self.test_columns, test_id=self.test_columns.test_id or "index")
+    if self.train_columns.header:
+      labelled = self.train_columns.label in first
+    else:  # CoLA: a header line only in the test layout
+      labelled = not (test.header and all(
+          name in first for name in (test.text_a, test.test_id)))
+    split = self.dev_splits[0]
+    return self._read(split, self.train_columns if labelled else test,
+                      path), labelled
+
+  # ------------------------------------------------- a fine-tuned model
+  @property
+  def head_kind(self):
+    return "regression" if self.is_regression else "classification"
+
+  def head_labels(self):
+    return None if self.is_regression else list(self.labels)
+
+  def model_info(self):
+    return dict(super().model_info(),
+                text_pair=self.train_columns.text_b is not None)
 
   def _parse_label(self, label, path, line):
     if self.is_regression:

@@ -115,6 +115,8 @@ class MultipleChoiceTask(Task):
     return features
 
   # ---------------------------------------------------------- head, loss
+  head_kind = "multiple_choice"
+
   def build_head(self, model_config):
     return LinearHead(model_config, 1, name=f"{self.name}_head")
 
@@ -214,6 +216,26 @@ class RACE(MultipleChoiceTask):
         places.append(f"{path} question {number}")
     self.check_examples(examples, places)
     return examples
+
+  def read_file(self, path):
+    """One RACE file, or a folder of them (as a split's)."""
+    if storage.isdir(path):
+      files = _files_under(path)
+      if not files:
+        raise UserError(f"race: {path} holds no files")
+    else:
+      files = [path]
+    examples, places = [], []
+    for file in files:
+      relative = os.path.relpath(file, path) if file != path else (
+          os.path.basename(file))
+      group = relative.split(os.sep)[0] if os.sep in relative else ""
+      for number, example in enumerate(read_race_file(
+          file, f"predict-{relative}", group, need_answers=False), 1):
+        examples.append(example)
+        places.append(f"{file} question {number}")
+    self.check_examples(examples, places)
+    return examples, all(e.label is not None for e in examples)
 
 
 def _files_under(top, seen=None):
@@ -327,6 +349,21 @@ class ChoiceRecords(MultipleChoiceTask):
       raise UserError(f"{path} has no examples")
     self.check_examples(examples, places)
     return examples
+
+  def read_file(self, path):
+    """Any file of the task's records (.csv or .jsonl); labels optional."""
+    if not storage.exists(path):
+      raise UserError(f"{self.name}: {path} not found")
+    examples, places = [], []
+    for number, record in read_records(path):
+      places.append(f"{path} line {number}")
+      examples.append(record_example(record, places[-1],
+                                     f"predict-{len(examples)}",
+                                     need_label=False))
+    if not examples:
+      raise UserError(f"{path} has no examples")
+    self.check_examples(examples, places)
+    return examples, all(e.label is not None for e in examples)
 
 
 def read_records(path):

@@ -44,6 +44,22 @@ class QATask(task.Task):
           qa_data.read_squad_file(path), path, split == "train", limit)
     return self._examples[split]
 
+  def read_file(self, path):
+    """Any SQuAD-layout JSON file; labelled when every question has its
+    answers (or, 2.0, is marked unanswerable)."""
+    examples = self._read_examples(qa_data.read_squad_file(path), path,
+                                   False, 0)
+    if not examples:
+      raise UserError(f"{path} has no questions")
+    return examples, all(e.answers or e.is_impossible for e in examples)
+
+  @property
+  def head_kind(self):
+    """The ELECTRA release's XLNet-style head; with the 2.0
+    answerability classifier or not."""
+    return "squad_answerable" if (
+        self.v2 and self.config.answerable_classifier) else "squad"
+
   def _read_examples(self, articles, path, is_train, limit):
     examples = []
     for a, article in enumerate(articles):

@@ -221,6 +221,29 @@ class TaggingTask(Task):
                            tags=self.model_tags(s.tags))
             for i, s in enumerate(sentences)]
 
+  def read_file(self, path):
+    """Any file in the task's layout (tagged: the scorer writes each word's
+    gold and predicted tag, as for dev)."""
+    if not storage.exists(path):
+      raise UserError(f"{self.name}: {path} not found")
+    sentences = self.read(path)
+    self._check_known(path, sentences, "dev")
+    return [TaggingExample(guid=f"predict-{i}", words=s.words,
+                           tags=self.model_tags(s.tags))
+            for i, s in enumerate(sentences)], True
+
+  # ------------------------------------------------- a fine-tuned model
+  @property
+  def head_kind(self):
+    return "tagging_crf" if self.config.tagging_crf else "tagging"
+
+  def head_labels(self):
+    return list(self.label_list)
+
+  def restore_labels(self, labels):
+    """A fine-tuned model's tag set, instead of the training data's."""
+    self._labels = list(labels)
+
   @property
   def label_list(self):
     """The sorted tag set, from train (or as saved by an earlier run)."""
