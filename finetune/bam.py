@@ -110,6 +110,12 @@ def read_teacher_outputs(path, task_name, keys, shape):
                     f"({str(e)[:80]})") from None
   if teacher != task_name:
     raise UserError(f"{path} holds a {teacher} teacher, not {task_name}'s")
+  return match_teacher_outputs(path, task_name, stored, values, keys, shape)
+
+
+def match_teacher_outputs(path, task_name, stored, values, keys, shape):
+  """values (a teacher's, one per key of `stored`) for `keys`, each of
+  `shape`; `path` names the teacher in the errors."""
   if tuple(values.shape[1:]) != tuple(shape):
     raise UserError(f"{task_name}: the teacher in {path} gives outputs of "
                     f"shape {tuple(values.shape[1:])}, this task "

@@ -45,7 +45,8 @@ MODEL_SETTINGS = (
 RUN_SETTINGS = frozenset((
     "data_dir", "model_name", "raw_data_dir", "vocab_file", "output_dir",
     "overwrite", "log_every_steps", "eval_batch_size", "num_trials",
-    "do_predict", "predict_file", "predict_output"))
+    "do_predict", "predict_file", "predict_output",
+    "write_distill_outputs"))
 
 
 @dataclasses.dataclass
@@ -122,6 +123,20 @@ class FinetuningConfig:
   # per-token softmax (finetune/tagging/crf.py).
   tagging_crf: bool = False
 
+  # BAM, born-again multi-task networks (dissertation chapter 3;
+  # finetune/bam.py; names as google-research/bam's). A teacher run writes
+  # its kept model's outputs on its train rows; a multi-task student then
+  # learns each task from lambda * gold + (1 - lambda) * teacher (3.2.2).
+  write_distill_outputs: bool = False  # teacher: OUTPUT_DIR/distill/<task>.npz
+  distill: bool = False  # student: learn from `teachers` (3.2.2)
+  # {task: a teacher's outputs .npz, or a fine-tuned model's folder}
+  teachers: dict = dataclasses.field(default_factory=dict)
+  # lambda from 0 to 1 over training; False: 0 throughout (Table 3.4)
+  teacher_annealing: bool = True  # teacher annealing (3.2.2)
+  # Tasks sampled per step in proportion to |D|^exponent (3.3: BAM 0.75);
+  # None: each task's steps interleaved evenly over the run.
+  task_weight_exponent: Optional[float] = None
+
   def resolve(self, pretrain_size=None):
     """Derived defaults; `pretrain_size` is the checkpoint's model_size."""
     self.model_size = self.model_size or pretrain_size or "small"
@@ -189,7 +204,45 @@ class FinetuningConfig:
         not self.write_test_outputs):
       raise UserError("nothing to do: do_train, do_eval and "
                       "write_test_outputs are all false")
+    if not self.do_predict:
+      self._validate_bam()
     check_output_dir(self.output_dir, "output_dir")  # before any work
+
+  @property
+  def teacher_paths(self):
+    """{task: path} of `teachers`, task names as in `tasks`."""
+    return {str(k).strip().lower(): v for k, v in self.teachers.items()}
+
+  def _validate_bam(self):
+    """BAM's settings (finetune/bam.py), before any work."""
+    teachers = self.teacher_paths
+    bad = [k for k, v in teachers.items() if not isinstance(v, str) or
+           not v.strip()]
+    if bad:
+      raise UserError(f"teachers: {bad[0]}'s teacher must be a path (a "
+                      "teacher's outputs .npz or a fine-tuned model folder)")
+    if self.distill:
+      if not teachers:
+        raise UserError("distill needs teachers: {\"<task>\": \"TEACHER_"
+                        "OUTPUT_DIR/distill/<task>.npz\" or a fine-tuned "
+                        "model folder, ...}, one per task")
+      other = [k for k in teachers if k not in self.tasks]
+      if other:
+        raise UserError(f"teachers names {other[0]}, which is not in "
+                        f"--task-names ({','.join(self.tasks)})")
+      missing = [t for t in self.tasks if t not in teachers]
+      if missing:
+        raise UserError(f"distill: no teacher for {missing[0]} (every task "
+                        "of the student needs one in teachers)")
+    if self.write_distill_outputs and (not self.do_train or
+                                       self.keep_model == "none"):
+      raise UserError("write_distill_outputs writes the outputs of the model "
+                      "a run keeps: it needs do_train and keep_model best "
+                      "or last")
+    exponent = self.task_weight_exponent
+    if exponent is not None and not 0 <= exponent < float("inf"):
+      raise UserError(f"task_weight_exponent must be a number >= 0 (BAM: "
+                      f"0.75), got {exponent}")
 
   def _validate_predict(self):
     if not self.predict_file:

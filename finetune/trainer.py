@@ -11,6 +11,12 @@ OUTPUT_DIR/<tasks>_trials.json, so that the same command after a kill
 goes on from the first unfinished trial. A fine-tuned model can also be
 the start (--init-checkpoint: its encoder, and the heads of the tasks it
 has) or, with --do-predict, predict any file of a task's layout.
+
+BAM (dissertation chapter 3, finetune/bam.py): a teacher run
+(write_distill_outputs) writes its kept model's outputs on its train rows
+to OUTPUT_DIR/distill/<task>.npz; a student run (distill) reads them (or
+predicts them with a teacher's fine-tuned model), trains on the annealed
+mix of gold and teacher, and may sample each step's task by |D|^0.75.
 """
 
 import json
@@ -24,12 +30,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from finetune import bam
 from finetune import scorer as metrics
 from finetune import task_builder
 from finetune.model import FinetuningModel
 from finetune.model import adopt_heads
 from finetune.model import finetuned_model
 from finetune.model import head_weights
+from finetune.model import load_finetuned
 from finetune.model import model_config_for
 from finetune.model import pretrained_encoder_weights
 from finetune.model import set_encoder_weights
@@ -92,12 +100,19 @@ class FinetuningRunner:
     self.tasks = task_builder.get_tasks(config, self.tokenizer)
     if config.do_predict:
       adopt_heads(self.finetuned, self.tasks)
+    elif config.distill or config.write_distill_outputs:
+      for task in self.tasks:  # BAM distills these only (section 3.2.2)
+        if task.head_kind not in ("classification", "regression"):
+          raise UserError(f"{task.name} is a {task.head_kind} task: BAM's "
+                          "distill and write_distill_outputs take "
+                          "classification and regression (GLUE) tasks only")
     self._record = None  # the run's record of finished trials
     self._check_outputs()
     # Read once, shared by every trial.
     self._encoder_weights = None
     self._reused = None  # {task: saved head weights} (_reused_heads)
     self._data = {}  # (task, split) -> (examples, features)
+    self._teachers = None  # {task: teacher outputs per train row} (distill)
 
   # ------------------------------------------------- fine-tuned models
   def _pretrained_path(self):
@@ -176,6 +191,10 @@ class FinetuningRunner:
             for f in task.output_files(self._prediction_path(task, split,
                                                              trial))]
 
+  def distill_output_path(self, task):
+    """OUTPUT_DIR/distill/<task>.npz: a teacher's outputs (BAM)."""
+    return os.path.join(self.config.output_dir, "distill", f"{task.name}.npz")
+
   def predict_output(self):
     """Where --do-predict writes: predict_output, else OUTPUT_DIR/
     <task>_<predict file's name>_predictions<ext>."""
@@ -204,6 +223,8 @@ class FinetuningRunner:
       return
     kept = ([self.kept_model_path()] if config.do_train and
             config.keep_model != "none" else [])
+    if config.write_distill_outputs:
+      kept += [self.distill_output_path(t) for t in self.tasks]
     existing = [f for f in self.planned_outputs() + kept
                 if storage.exists(f)]
     if existing:
@@ -333,6 +354,9 @@ class FinetuningRunner:
     for task in self.tasks:
       examples, features = self._examples_and_features(task, "train")
       features = model_inputs(features)
+      if config.distill:  # BAM: the teacher's outputs beside the labels
+        features = dict(features,
+                        teacher_outputs=self._teacher_outputs()[task.name])
       n = len(features["input_ids"])
       if not n:
         raise UserError(f"{task.name}: no training examples")
@@ -358,6 +382,85 @@ class FinetuningRunner:
       order += [((i + 0.5) / steps, name) for i in range(steps)]
     return [name for _, name in sorted(order)]
 
+  # -------------------------------------------------------------- BAM
+  @staticmethod
+  def with_teacher_weight(batch, weight):
+    """A distill step's batch with the teacher's share of the target,
+    1 - lambda, as a [B] feature: a tensor, so that the step's
+    tf.function is traced once, not once per value."""
+    batch = dict(batch)
+    batch["teacher_weight"] = tf.fill(tf.shape(batch["input_ids"])[:1],
+                                      tf.constant(weight, tf.float32))
+    return batch
+
+  def _teacher_outputs(self):
+    """{task: its teacher's outputs on this run's train rows, in order}:
+    read from a teacher run's .npz, or predicted with a teacher's
+    fine-tuned model (read and featurized as it was trained). Once per
+    run; a bad teacher is one UserError."""
+    if self._teachers is None:
+      teachers = {}
+      for task in self.tasks:
+        path = self.config.teacher_paths[task.name]
+        examples, features = self._examples_and_features(task, "train")
+        keys = bam.row_keys(examples, features)
+        shape = (() if task.head_kind == "regression" else
+                 (len(task.head_labels()),))
+        if finetuned_files.is_finetuned(path):
+          stored, values = self._teacher_model_outputs(path, task, examples)
+          values = bam.match_teacher_outputs(path, task.name, stored, values,
+                                             keys, shape)
+        elif storage.isdir(path):
+          raise UserError(f"{task.name}: teacher {path} is a folder but not "
+                          f"a fine-tuned model (no {finetuned_files.MODEL_FILE}"
+                          "): give a teacher's distill/<task>.npz or its "
+                          "kept model's folder")
+        else:
+          values = bam.read_teacher_outputs(path, task.name, keys, shape)
+        teachers[task.name] = values
+        print(f"{task.name}: teacher {path} ({len(keys)} train rows)",
+              flush=True)
+      self._teachers = teachers
+    return self._teachers
+
+  def _teacher_model_outputs(self, path, task, examples):
+    """(row keys, outputs) of the fine-tuned model at `path` on `examples`
+    as its own run would featurize them for training."""
+    _, _, _, tasks, model = load_finetuned(path, task.name)
+    key = (task.name, "teacher")
+    self._data[key] = (examples, tasks[0].featurize(examples,
+                                                    is_training=True))
+    try:
+      values = self._outputs_on(model, tasks[0], "teacher")
+      return bam.row_keys(*self._data[key]), values
+    finally:
+      del self._data[key]
+
+  def _outputs_on(self, model, task, split):
+    """The model's outputs on a split's rows (through predict):
+    probabilities [N, C], or predictions [N] of a regression."""
+    _, features = self._examples_and_features(task, split)
+    model({k: v[:1] for k, v in model_inputs(features).items()},
+          task_name=task.name, training=False)  # built outside tf.function
+    scorer, _ = self.predict(model, task, split)
+    return scorer.collected()["predictions" if task.head_kind == "regression"
+                              else "probabilities"]
+
+  def _write_distill_outputs(self):
+    """write_distill_outputs: the kept model's outputs on each task's
+    train rows, OUTPUT_DIR/distill/<task>.npz (a BAM teacher's)."""
+    kept = finetuned_files.load(self.kept_model_path())
+    model = finetuned_model(kept, self.tasks)
+    for task in self.tasks:
+      values = self._outputs_on(model, task, "train")
+      keys = bam.row_keys(*self._examples_and_features(task, "train"))
+      path = self.distill_output_path(task)
+      storage.makedirs(os.path.dirname(path))
+      bam.write_teacher_outputs(path, task.name, keys, values)
+      print(f"wrote {task.name}'s teacher outputs on {len(keys)} train rows "
+            f"(trial {kept.info.get('trial', 0) + 1}'s model): {path}",
+            flush=True)
+
   # ------------------------------------------------------------ trials
   def _build(self, seed):
     keras.utils.set_random_seed(seed)
@@ -381,7 +484,13 @@ class FinetuningRunner:
     config = self.config
     data = self._train_data()
     steps = {name: s for name, (_, s) in data.items()}
-    order = self.schedule(steps)
+    if config.task_weight_exponent is None:
+      order = self.schedule(steps)
+    else:  # BAM: each step's task drawn by |D|^exponent (section 3.3)
+      order = bam.sample_schedule(
+          sum(steps.values()),
+          {name: len(f["input_ids"]) for name, (f, _) in data.items()},
+          config.task_weight_exponent, seed)
     total = len(order)
     optimizer = create_optimizer(config, model.trainable_variables,
                                  self.model_config.num_hidden_layers, total,
@@ -392,15 +501,22 @@ class FinetuningRunner:
                    for name in data}
     print(f"fine-tuning {', '.join(data)} for {total} steps "
           f"(lr {config.learning_rate:g}, layer-wise decay "
-          f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size})",
-          flush=True)
+          f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size})"
+          + ("; distilling from teachers" + (
+              ", annealed" if config.teacher_annealing else "")
+             if config.distill else ""), flush=True)
     start = last = time.time()
     losses, last_step = [], 0
     # Every log_every_steps, and also each tenth of the run (a short run
     # is not silent until its last step) and at least every 30 s.
     progress = Progress("step", total)
+    weight = None
     for step, name in enumerate(order, 1):
-      losses.append(float(train_steps[name](next(iterators[name]))))
+      batch = next(iterators[name])
+      if config.distill:  # 1 - lambda (section 3.2.2)
+        weight = bam.teacher_weight(step - 1, total, config.teacher_annealing)
+        batch = self.with_teacher_weight(batch, weight)
+      losses.append(float(train_steps[name](batch)))
       if not np.isfinite(losses[-1]):
         raise UserError(f"non-finite loss at step {step} ({name}); try a "
                         "lower learning_rate")
@@ -410,8 +526,10 @@ class FinetuningRunner:
         n = step - last_step
         rate = n * config.train_batch_size / max(now - last, 1e-9)
         eta = (total - step) * (now - start) / step
-        print(f"step {step}/{total} | loss {np.mean(losses[-n:]):.4f} | "
-              f"{rate:.1f} examples/s | elapsed "
+        bam_lambda = ("" if weight is None else
+                      f" | lambda {1 - weight:.3f}")
+        print(f"step {step}/{total} | loss {np.mean(losses[-n:]):.4f}"
+              f"{bam_lambda} | {rate:.1f} examples/s | elapsed "
               f"{format_seconds(now - start)}, ETA {format_seconds(eta)}",
               flush=True)
         last, last_step = now, step
@@ -504,6 +622,8 @@ class FinetuningRunner:
     if config.do_predict:
       return self.run_predict()
     self._check_inputs()
+    if config.distill and config.do_train:
+      self._teacher_outputs()  # a bad teacher: said before any work
     self._reused_heads()  # a head that cannot be reused: said now
     record = self._start_record()
     trials = record["trials"][:config.num_trials]
@@ -522,6 +642,8 @@ class FinetuningRunner:
         print(format_table(trials[-1]), flush=True)
       record["trials"] = trials
       self._write_record()
+    if config.write_distill_outputs:
+      self._write_distill_outputs()
     summary = summarize(trials)
     kept = record.get("kept")
     if summary:

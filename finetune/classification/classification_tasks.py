@@ -13,6 +13,7 @@ from typing import Optional
 import numpy as np
 from keras import ops
 
+from finetune import bam
 from finetune import featurization
 from finetune import scorer as metrics
 from finetune.heads import LinearHead
@@ -172,6 +173,7 @@ class GLUETask(Task):
 
   # ------------------------------------------------------------ features
   def featurize(self, examples, is_training):
+    n = len(examples)
     if is_training and self.double_unordered and self.config.double_unordered:
       examples = examples + [dataclasses.replace(e, text_a=e.text_b,
                                                  text_b=e.text_a)
@@ -179,6 +181,8 @@ class GLUETask(Task):
     features = featurization.encode_pairs(
         self.tokenizer, [e.text_a for e in examples],
         [e.text_b for e in examples], self.config.max_seq_length)
+    # A (b, a) row's example is its (a, b) one (BAM matches rows by it).
+    features["example_index"] = features["example_index"] % max(n, 1)
     if self.is_regression:
       features["labels"] = np.array([e.label or 0.0 for e in examples],
                                     np.float32)
@@ -196,14 +200,25 @@ class GLUETask(Task):
 
   def loss_and_outputs(self, head, hidden, features, training):
     logits = ops.cast(head(hidden, training=training), "float32")
+    # A BAM student's train batches (finetune/bam.py): the teacher's
+    # outputs and its share of the target, 1 - lambda (section 3.2.2).
+    teacher = features.get("teacher_outputs")
     if self.is_regression:
       predictions = ops.squeeze(logits, -1)
-      loss = ops.square(predictions - ops.cast(features["labels"],
-                                               "float32"))
+      if teacher is not None:
+        loss = bam.regression_loss(predictions, features["labels"], teacher,
+                                   features["teacher_weight"])
+      else:
+        loss = ops.square(predictions - ops.cast(features["labels"],
+                                                 "float32"))
       return loss, {"predictions": predictions}
     log_probs = ops.log_softmax(logits, axis=-1)
     labels = ops.cast(features["label_ids"], "int32")
-    loss = -ops.take_along_axis(log_probs, labels[:, None], axis=-1)[:, 0]
+    if teacher is not None:
+      loss = bam.classification_loss(log_probs, labels, teacher,
+                                     features["teacher_weight"])
+    else:
+      loss = -ops.take_along_axis(log_probs, labels[:, None], axis=-1)[:, 0]
     return loss, {"predictions": ops.argmax(logits, axis=-1),
                   "probabilities": ops.exp(log_probs)}
 
