@@ -107,6 +107,23 @@ def read_weights(loaded):
               loaded.weight_map.numpy().decode()).items()}
 
 
+def _check_length(encoder, max_len, least):
+  """serve_text's cut: from `least` ([CLS] + [SEP]s) to the positions."""
+  if not least <= max_len <= encoder.config.max_position_embeddings:
+    raise UserError(f"max_seq_length must be in [{least}, "
+                    f"{encoder.config.max_position_embeddings}], got "
+                    f"{max_len}")
+  return max_len
+
+
+def _encode(tf, encoder, input_ids, input_mask, segment_ids):
+  """The encoder's states, with a clear error for too-long inputs."""
+  tf.debugging.assert_less_equal(
+      tf.shape(input_ids)[1], encoder.config.max_position_embeddings,
+      "input_ids are longer than the model's max_position_embeddings")
+  return encoder(input_ids, input_mask, segment_ids, training=False)
+
+
 def export_savedmodel(model, pretrain_config, tokenizer, vocab_file, output_dir,
                       max_seq_length=None):
   """Writes `model` (a restored pretraining model) to `output_dir` with the
@@ -117,17 +134,11 @@ def export_savedmodel(model, pretrain_config, tokenizer, vocab_file, output_dir,
   tf = import_tensorflow(with_text=True)
   # The objective's own: head(hidden, mask) gives its extra outputs.
   encoder, head, layers = model.export_head()
-  max_len = max_seq_length or pretrain_config.max_seq_length
-  if not 2 <= max_len <= encoder.config.max_position_embeddings:
-    raise UserError(f"max_seq_length must be in [2, "
-                    f"{encoder.config.max_position_embeddings}], got "
-                    f"{max_len}")
+  max_len = _check_length(encoder,
+                          max_seq_length or pretrain_config.max_seq_length, 2)
 
   def outputs(input_ids, input_mask, segment_ids):
-    tf.debugging.assert_less_equal(
-        tf.shape(input_ids)[1], encoder.config.max_position_embeddings,
-        "input_ids are longer than the model's max_position_embeddings")
-    hidden = encoder(input_ids, input_mask, segment_ids, training=False)
+    hidden = _encode(tf, encoder, input_ids, input_mask, segment_ids)
     out = {"hidden_states": ops.cast(hidden, "float32")}
     out.update(head(hidden, ops.cast(input_mask, "float32")))
     return out
@@ -202,17 +213,10 @@ def export_finetuned_savedmodel(encoder, head, task, info, tokenizer,
     raise UserError(f"{task}: a SavedModel is written for GLUE "
                     f"classification and regression heads, not a {kind} "
                     "head (nothing was written)")
-  max_len = max_seq_length
-  if not 3 <= max_len <= encoder.config.max_position_embeddings:
-    raise UserError(f"max_seq_length must be in [3, "
-                    f"{encoder.config.max_position_embeddings}], got "
-                    f"{max_len}")
+  max_len = _check_length(encoder, max_seq_length, 3)
 
   def outputs(input_ids, input_mask, segment_ids):
-    tf.debugging.assert_less_equal(
-        tf.shape(input_ids)[1], encoder.config.max_position_embeddings,
-        "input_ids are longer than the model's max_position_embeddings")
-    hidden = encoder(input_ids, input_mask, segment_ids, training=False)
+    hidden = _encode(tf, encoder, input_ids, input_mask, segment_ids)
     logits = ops.cast(head(hidden, training=False), "float32")
     if kind == "regression":
       return {"score": logits[:, 0]}
