@@ -112,6 +112,7 @@ class FinetuningRunner:
     self._encoder_weights = None
     self._reused = None  # {task: saved head weights} (_reused_heads)
     self._data = {}  # (task, split) -> (examples, features)
+    self._eval_steps = {}  # task -> (model, its traced eval step)
     self._teachers = None  # {task: teacher outputs per train row} (distill)
 
   # ------------------------------------------------- fine-tuned models
@@ -560,12 +561,7 @@ class FinetuningRunner:
     scorer = task.get_scorer(examples, features)
     inputs = model_inputs(features)
     n = len(inputs["input_ids"])
-
-    @tf.function(reduce_retracing=True)
-    def step(batch):
-      loss, outputs = model(batch, task_name=task.name, training=False)
-      return dict(outputs, loss=loss)
-
+    step = self._eval_step(model, task.name)
     losses = []
     progress = Progress(f"{split} {task.name}", n, "examples", sys.stdout)
     for begin in range(0, n, config.eval_batch_size):
@@ -578,6 +574,20 @@ class FinetuningRunner:
     progress.finish(done=n, always=False)
     return scorer, (float(np.mean(np.concatenate(losses))) if losses
                     else float("nan"))
+
+  def _eval_step(self, model, task_name):
+    """The model's traced eval step for a task, made once per model (dev,
+    test and predict files reuse it instead of tracing again)."""
+    cached = self._eval_steps.get(task_name)
+    if cached is None or cached[0] is not model:
+
+      @tf.function(reduce_retracing=True)
+      def step(batch):
+        loss, outputs = model(batch, task_name=task_name, training=False)
+        return dict(outputs, loss=loss)
+
+      cached = self._eval_steps[task_name] = (model, step)
+    return cached[1]
 
   def run_trial(self, trial):
     config = self.config
