@@ -27,6 +27,8 @@ run_finetuning.py) exports one folder per task head, OUT/<task>/:
               ElectraForMultipleChoice, with the same logits as ours; the
               SQuAD head and a CRF tagger have no transformers class
   savedmodel  GLUE heads: serve_text (text, and text_b for pairs) -> label
+              (or score); SQuAD: serve_text (question, context) -> answer,
+              windowed and decoded in the graph as fine-tuning does
 """
 
 import contextlib
@@ -111,8 +113,8 @@ def export_finetuned(config, progress):
           model_config.hidden_size, info.get("labels"))
     elif info["head"] not in FINETUNED_KINDS:
       raise UserError(f"{task.name}: a SavedModel is written for GLUE "
-                      f"classification and regression heads, not a "
-                      f"{info['head']} head (nothing was written)")
+                      f"classification and regression heads and SQuAD, "
+                      f"not a {info['head']} head (nothing was written)")
   out = config.output_dir
   with staging_dir(out) as staging:
     for task in tasks:
@@ -125,10 +127,11 @@ def export_finetuned(config, progress):
                 pad_id=tokenizer.special_ids.get("pad", 0),
                 architecture_name=architecture, extra_config=extra)
       else:
-        architecture = "SavedModel: serve_text -> " + (
-            "score" if info["head"] == "regression" else "label")
+        architecture = "SavedModel: serve_text -> " + {
+            "regression": "score", "classification": "label"}.get(
+                info["head"], "answer")
         export_finetuned_savedmodel(
-            model.encoder, model.heads[task.name], task.name, info,
+            model.encoder, model.heads[task.name], task, info,
             tokenizer, finetuned.vocab_file, folder,
             config.max_seq_length or ft_config.max_seq_length,
             dict(task=task.name, **info, source=finetuned.path,

@@ -27,6 +27,8 @@ import json
 
 from keras import ops
 
+from interop.savedmodel_squad import SQUAD_KINDS
+from interop.savedmodel_squad import squad_signatures
 from interop.weights import networks
 from interop.weights import role_slots
 from util.errors import UserError
@@ -190,30 +192,63 @@ def export_savedmodel(model, pretrain_config, tokenizer, vocab_file, output_dir,
       TEXT_SIGNATURE: serve_text.get_concrete_function()})
 
 
-FINETUNED_KINDS = ("classification", "regression")
+GLUE_KINDS = ("classification", "regression")
+FINETUNED_KINDS = GLUE_KINDS + SQUAD_KINDS
 
 
 def export_finetuned_savedmodel(encoder, head, task, info, tokenizer,
                                 vocab_file, output_dir, max_seq_length,
                                 metadata):
-  """One head of a fine-tuned model (a GLUE classifier or regressor) as a
-  SavedModel. encoder, head: its Keras layers (head(hidden) gives the
-  logits); info: the task's entry in the model's record (head kind,
+  """One head of a fine-tuned model as a SavedModel. encoder, head: its
+  Keras layers; task: the fine-tuning task (its config has the SQuAD
+  settings); info: the task's entry in the model's record (head kind,
   labels, text_pair); metadata: JSON-able, kept as `finetuned`.
 
-  Signatures: serving_default (input_ids, input_mask, segment_ids) and
+  GLUE heads: serving_default (input_ids, input_mask, segment_ids) and
   serve_text (text, and text_b for a pair task: strings [B], tokenized
   and packed in the graph as fine-tuning does) -> classification: logits
   [B, n], probabilities [B, n], label_id [B] and label [B] (the label
   string); regression: score [B]. serve_text adds input_ids, input_mask
-  and segment_ids."""
+  and segment_ids.
+  SQuAD heads: serve_text (question, context) -> answer [B] and more
+  (interop/savedmodel_squad.py)."""
   tf = import_tensorflow(with_text=True)
   kind, labels = info["head"], info.get("labels")
   if kind not in FINETUNED_KINDS:
-    raise UserError(f"{task}: a SavedModel is written for GLUE "
-                    f"classification and regression heads, not a {kind} "
-                    "head (nothing was written)")
-  max_len = _check_length(encoder, max_seq_length, 3)
+    raise UserError(f"{task.name}: a SavedModel is written for GLUE "
+                    f"classification and regression heads and SQuAD, not a "
+                    f"{kind} head (nothing was written)")
+  if kind in SQUAD_KINDS:
+    serve_ids, serve_text = squad_signatures(
+        tf, lambda *ids: _encode(tf, encoder, *ids), head, tokenizer,
+        _check_length(encoder, max_seq_length, 5), task.config, task.v2)
+  else:
+    serve_ids, serve_text = _glue_signatures(
+        tf, encoder, head, kind, labels, info.get("text_pair"), tokenizer,
+        _check_length(encoder, max_seq_length, 3))
+
+  module = tf.Module()
+  seen, variables = set(), []
+  for layer in (encoder, head):
+    for v in layer.variables:
+      if id(v) not in seen:
+        seen.add(id(v))
+        variables.append(v)
+  module.model_variables = variables
+  module.finetuned = tf.Variable(json.dumps(metadata), trainable=False)
+  module.text_tokenizer = tokenizer.tf_module
+  if vocab_file:
+    module.vocab_file = tf.saved_model.Asset(vocab_file)
+  # Served as signatures only (as attributes too, each would be traced
+  # twice more on save).
+  tf.saved_model.save(module, output_dir, signatures={
+      IDS_SIGNATURE: serve_ids.get_concrete_function(),
+      TEXT_SIGNATURE: serve_text.get_concrete_function()})
+
+
+def _glue_signatures(tf, encoder, head, kind, labels, text_pair, tokenizer,
+                     max_len):
+  """(serve_ids, serve_text) of a GLUE classification/regression head."""
 
   def outputs(input_ids, input_mask, segment_ids):
     hidden = _encode(tf, encoder, input_ids, input_mask, segment_ids)
@@ -244,28 +279,11 @@ def export_finetuned_savedmodel(encoder, head, task, info, tokenizer,
                                        "segment_ids")})
     return out
 
-  if info.get("text_pair"):
+  if text_pair:
     serve_text = tf.function(
         lambda text, text_b: text_outputs(text, text_b), autograph=False,
         input_signature=[text_spec("text"), text_spec("text_b")])
   else:
     serve_text = tf.function(text_outputs, autograph=False,
                              input_signature=[text_spec("text")])
-
-  module = tf.Module()
-  seen, variables = set(), []
-  for layer in (encoder, head):
-    for v in layer.variables:
-      if id(v) not in seen:
-        seen.add(id(v))
-        variables.append(v)
-  module.model_variables = variables
-  module.finetuned = tf.Variable(json.dumps(metadata), trainable=False)
-  module.text_tokenizer = tokenizer.tf_module
-  if vocab_file:
-    module.vocab_file = tf.saved_model.Asset(vocab_file)
-  # Served as signatures only (as attributes too, each would be traced
-  # twice more on save).
-  tf.saved_model.save(module, output_dir, signatures={
-      IDS_SIGNATURE: serve_ids.get_concrete_function(),
-      TEXT_SIGNATURE: serve_text.get_concrete_function()})
+  return serve_ids, serve_text
