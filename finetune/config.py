@@ -28,6 +28,7 @@ EPOCHS = {"rte": 10.0, "sts": 10.0, "squad": 2.0, "squadv1": 2.0}
 DEFAULT_EPOCHS = 3.0
 INIT_FROM = ("discriminator", "generator")
 KEEP_MODEL = ("best", "last", "none")
+QA_HEADS = ("xlnet", "linear")
 
 # What --do-predict takes from the saved fine-tuned model's config rather
 # than the command's: what builds the model and reads and featurizes the
@@ -37,7 +38,7 @@ MODEL_SETTINGS = (
     "max_seq_length", "hidden_dropout_prob", "mixed_precision", "doc_stride",
     "max_query_length", "n_best_size", "max_answer_length", "beam_size",
     "answerable_classifier", "answerable_uses_start_logits",
-    "qa_na_threshold", "tagging_crf")
+    "qa_na_threshold", "qa_head", "tagging_crf")
 
 # What a resumed run (finetune/trainer.py) may change: where things are,
 # how often it logs, eval batching, the number of trials (raise it to run
@@ -108,7 +109,10 @@ class FinetuningConfig:
   log_every_steps: int = 100
   mixed_precision: str = "float32"  # or bfloat16
 
-  # SQuAD (the release's XLNet-style head).
+  # SQuAD. qa_head "xlnet": the release's head (end conditioned on the
+  # start, a beam); "linear": BERT's independent start/end logits, which
+  # export to transformers' ElectraForQuestionAnswering.
+  qa_head: str = "xlnet"
   doc_stride: int = 128
   max_query_length: int = 64
   n_best_size: int = 20
@@ -195,6 +199,9 @@ class FinetuningConfig:
       raise UserError("layerwise_lr_decay must be in (0, 1]")
     if not 0 <= self.warmup_proportion < 1:
       raise UserError("warmup_proportion must be in [0, 1)")
+    if self.qa_head not in QA_HEADS:
+      raise UserError(f"qa_head must be one of {', '.join(QA_HEADS)}, got "
+                      f"{self.qa_head!r}")
     squad = any(t.startswith("squad") for t in self.tasks)
     if squad and self.max_query_length >= self.max_seq_length - 3:
       raise UserError(f"max_query_length {self.max_query_length} leaves no "

@@ -94,19 +94,25 @@ FINETUNED_ARCHITECTURES = {
     "regression": "ElectraForSequenceClassification",
     "tagging": "ElectraForTokenClassification",
     "multiple_choice": "ElectraForMultipleChoice",
+    "squad_linear": "ElectraForQuestionAnswering",
 }
-_SQUAD = ("our SQuAD head is the ELECTRA release's XLNet-style one (end "
-          "logits conditioned on the chosen start, a beam over starts and "
-          "ends, SQuAD 2.0's answerability from [CLS] and the "
-          "start-weighted states), which transformers' "
-          "ElectraForQuestionAnswering (start and end logits from one "
-          "linear layer, independent of each other) cannot express")
+_SQUAD = ("our default SQuAD head is the ELECTRA release's XLNet-style one "
+          "(end logits conditioned on the chosen start, a beam over starts "
+          "and ends), which transformers' ElectraForQuestionAnswering "
+          "(start and end logits from one linear layer, independent of each "
+          "other) cannot express; fine-tune with qa_head linear to export "
+          "one")
+_ANSWERABLE = ("SQuAD 2.0's answerability classifier has no place in "
+               "transformers' ElectraForQuestionAnswering; fine-tune with "
+               "qa_head linear and answerable_classifier false (the null "
+               "score then comes from the [CLS] span, as BERT's)")
 NO_TRANSFORMERS_CLASS = {
     "tagging_crf": ("a CRF tagging head (learned transitions, Viterbi "
                     "decoding) has no transformers ELECTRA class; "
                     "fine-tune without tagging_crf to export it"),
     "squad": _SQUAD,
     "squad_answerable": _SQUAD,
+    "squad_linear_answerable": _ANSWERABLE,
 }
 
 
@@ -121,6 +127,12 @@ def finetuned_head(task, kind, head, hidden_size, labels):
                     "written)")
   if kind not in FINETUNED_ARCHITECTURES:
     raise UserError(f"{task}: a {kind} head has no transformers class here")
+  if kind == "squad_linear":  # qa_outputs: Linear(H, 2) = [start, end]
+    return FINETUNED_ARCHITECTURES[kind], {}, {
+        "qa_outputs.weight": np.concatenate(
+            [head["start_logits/kernel"], head["end_logits/kernel"]], 1),
+        "qa_outputs.bias": np.concatenate(
+            [head["start_logits/bias"], head["end_logits/bias"]])}
   kernel, bias = head["output/kernel"], head["output/bias"]  # [H, n], [n]
   n = kernel.shape[1]
   if kind == "multiple_choice":

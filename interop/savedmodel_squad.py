@@ -28,7 +28,8 @@ from keras import ops
 
 from util.errors import UserError
 
-SQUAD_KINDS = ("squad", "squad_answerable")
+SQUAD_KINDS = ("squad", "squad_answerable", "squad_linear",
+               "squad_linear_answerable")
 # qa_data._is_whitespace
 _SPACES = (" ", "\t", "\r", "\n", "\u202f")
 _MAX_NULL = 1e30  # qa_scorer's cap for "no window"

@@ -316,9 +316,41 @@ def test_transformers_gives_our_logits(tmp_path, capsys, task, kind, cls,
     assert [model.config.id2label[i] for i in range(len(names))] == names
 
 
+def test_linear_squad_head_is_electra_for_question_answering(tmp_path,
+                                                            capsys):
+  path = random_finetuned(tmp_path / "model", "squadv1", qa_head="linear",
+                          max_query_length=8)
+  export_model.main(["--init-checkpoint", path, "--format", "hf",
+                     "--output-dir", str(tmp_path / "hf")])
+  assert "(ElectraForQuestionAnswering)" in capsys.readouterr().out
+  _, _, _, _, model = load_finetuned(path)
+  rng = np.random.default_rng(0)
+  ids = rng.integers(5, 500, size=(3, 24)).astype(np.int32)
+  mask = (np.arange(24)[None] < np.array([[24], [17], [9]])).astype(np.int32)
+  segs = (np.arange(24)[None] >= 6).astype(np.int32) * mask
+  hidden = model.encoder(ids, mask, segs)
+  head = model.heads["squadv1"]
+  want = [np.asarray(d(hidden))[..., 0] for d in (head.start_dense,
+                                                  head.end_dense)]
+  hf_model = transformers.ElectraForQuestionAnswering.from_pretrained(
+      str(tmp_path / "hf" / "squadv1")).eval()
+  with torch.no_grad():
+    out = hf_model(input_ids=torch.tensor(ids, dtype=torch.long),
+                   attention_mask=torch.tensor(mask, dtype=torch.long),
+                   token_type_ids=torch.tensor(segs, dtype=torch.long))
+  real = mask > 0
+  for got, w in zip((out.start_logits, out.end_logits), want):
+    assert np.abs(w[real]).max() > 1.0
+    np.testing.assert_allclose(got.numpy()[real], w[real], **TOL)
+    print(f"squad linear: max |ours - transformers| = "
+          f"{np.abs(got.numpy()[real] - w[real]).max():.2e}", file=sys.stderr)
+
+
 @pytest.mark.parametrize("task,values,match", [
-    ("squad", {}, r"squad: our SQuAD head is the ELECTRA release's "
-                  r"XLNet-style one .* ElectraForQuestionAnswering"),
+    ("squad", {}, r"squad: our default SQuAD head is the ELECTRA release's "
+                  r"XLNet-style one .* fine-tune with qa_head linear"),
+    ("squad", {"qa_head": "linear"}, r"squad: SQuAD 2.0's answerability "
+                                     r"classifier has no place in"),
     ("chunk", {"tagging_crf": True}, r"chunk: a CRF tagging head .* has no "
                                      r"transformers ELECTRA class")])
 def test_heads_transformers_cannot_express_are_refused(tmp_path, task,

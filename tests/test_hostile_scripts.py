@@ -483,6 +483,11 @@ def keep_model_unknown(w, t):
   return _ft(w, t, "--keep-model", "first")
 
 
+@case(FINETUNED, r"qa_head must be one of xlnet, linear, got 'bert'")
+def qa_head_unknown(w, t):
+  return _ft(w, t, "--hparams", '{"qa_head": "bert"}')
+
+
 FINETUNED_EXPORT = {}
 
 

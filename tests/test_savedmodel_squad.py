@@ -77,6 +77,8 @@ CASES = {  # name: (task, FinetuningConfig values)
     "v1": ("squadv1", {}),
     "v2": ("squad", {}),  # with the answerability classifier
     "v2_cls": ("squad", {"answerable_classifier": False}),
+    "v2_linear": ("squad", {"answerable_classifier": False,
+                            "qa_head": "linear"}),
 }
 
 

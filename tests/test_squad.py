@@ -609,6 +609,46 @@ def test_v2_losses_and_no_classifier_null(tmp_path, tokenizer, dev_v2):
     assert pred["text"] == ""
 
 
+def test_linear_head_is_berts_independent_start_and_end(tmp_path,
+                                                        tokenizer, dev_v2):
+  """qa_head linear: loss (CE(start) + CE(end)) / 2 over the answer mask,
+  the same top ends for every start, and the [CLS] null, against NumPy."""
+  write_split(tmp_path, "squad", "train", [dev_v2[0]])
+  task = make_task(SQuAD, tokenizer, tmp_path, qa_head="linear",
+                   answerable_classifier=False)
+  assert task.head_kind == "squad_linear"
+  f = task.featurize(task.get_examples("train")[:3], is_training=True)
+  n, t = f["input_ids"].shape
+  rng = np.random.default_rng(1)
+  hidden = rng.normal(size=(n, t, 16)).astype("float32")
+  head = task.build_head(tiny_config(tokenizer))
+  head(hidden[:1], f["answer_mask"][:1])
+  assert not hasattr(head, "end_hidden")
+  ws, we = rng.normal(size=(2, 16, 1))
+  set_dense(head.start_dense, ws, [0.3])
+  set_dense(head.end_dense, we, [-0.2])
+
+  def log_softmax(x):
+    x = np.where(f["answer_mask"] > 0, x, -1e9)
+    return x - np.log(np.exp(x - x.max(1, keepdims=True)).sum(
+        1, keepdims=True)) - x.max(1, keepdims=True)
+  start = log_softmax(hidden @ ws[:, 0] + 0.3)
+  end = log_softmax(hidden @ we[:, 0] - 0.2)
+  rows = np.arange(n)
+  want = -(start[rows, f["start_positions"]] +
+           end[rows, f["end_positions"]]) / 2
+  loss, _ = task.loss_and_outputs(head, hidden, feed(f), training=True)
+  np.testing.assert_allclose(np.asarray(loss), want, rtol=1e-5, atol=1e-5)
+  _, out = task.loss_and_outputs(head, hidden, feed(f), training=False)
+  out = {k: np.asarray(v) for k, v in out.items()}
+  np.testing.assert_array_equal(out["end_top_index"],
+                                np.broadcast_to(np.argsort(-end, 1)[:, None,
+                                                                    :3],
+                                                (n, 3, 3)))
+  np.testing.assert_allclose(out["cls_log_prob"], start[:, 0] + end[:, 0],
+                             rtol=1e-5, atol=1e-5)
+
+
 def _spans_outputs(features, nulls):
   """Head outputs with one candidate span per row: the gold span where the
   row holds it (score 0), else the row's first context token (score -10);

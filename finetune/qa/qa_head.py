@@ -7,6 +7,11 @@ starts, and for each its top `beam_size` ends (start_n_top = end_n_top =
 config.beam_size, as in the release). SQuAD 2.0 adds an answerability logit
 (larger = unanswerable) from [CLS] concatenated with the
 start-probability-weighted mean of hidden states.
+
+linear=True is BERT's head instead (transformers'
+ElectraForQuestionAnswering): end logits Dense(1)(h_t), independent of the
+start. The beam and the scorer stay the same (every start gets the same
+top ends).
 """
 
 from keras import layers
@@ -31,9 +36,11 @@ class SQuADHead(layers.Layer):
   """
 
   def __init__(self, config, beam_size, v2, answerable_classifier=True,
-               answerable_uses_start_logits=True, dropout=0.1, **kwargs):
+               answerable_uses_start_logits=True, linear=False, dropout=0.1,
+               **kwargs):
     super().__init__(**kwargs)
     self.config = config
+    self.linear = linear
     self.beam_size = beam_size
     self.v2 = v2
     self.answerable = v2 and answerable_classifier
@@ -42,12 +49,13 @@ class SQuADHead(layers.Layer):
     self.act = activation(config.hidden_act)
     self.start_dense = layers.Dense(1, kernel_initializer=init,
                                     name="start_logits")
-    # Applied to concat(h_t, h_start) by splitting its kernel, so the
-    # [B, k, T, 2H] concatenation is never built.
-    self.end_hidden = layers.Dense(h, kernel_initializer=init,
-                                   name="end_hidden")
-    self.end_norm = layers.LayerNormalization(
-        epsilon=config.layer_norm_eps, name="end_LayerNorm")
+    if not linear:
+      # Applied to concat(h_t, h_start) by splitting its kernel, so the
+      # [B, k, T, 2H] concatenation is never built.
+      self.end_hidden = layers.Dense(h, kernel_initializer=init,
+                                     name="end_hidden")
+      self.end_norm = layers.LayerNormalization(
+          epsilon=config.layer_norm_eps, name="end_LayerNorm")
     self.end_dense = layers.Dense(1, kernel_initializer=init,
                                   name="end_logits")
     if self.answerable:
@@ -61,8 +69,9 @@ class SQuADHead(layers.Layer):
   def build(self, input_shape):
     h = self.config.hidden_size
     self.start_dense.build((None, h))
-    self.end_hidden.build((None, 2 * h))
-    self.end_norm.build((None, h))
+    if not self.linear:
+      self.end_hidden.build((None, 2 * h))
+      self.end_norm.build((None, h))
     self.end_dense.build((None, h))
     if self.answerable:
       self.answer_hidden.build((None, 2 * h if self.uses_start else h))
@@ -74,6 +83,11 @@ class SQuADHead(layers.Layer):
 
   def end_log_probs(self, hidden, start_onehot, mask):
     """[B, k, T] end log-probs for k starts given as one-hots [B, k, T]."""
+    if self.linear:  # the same for every start
+      logits = self._masked(ops.squeeze(self.end_dense(hidden), -1), mask)
+      return ops.broadcast_to(
+          ops.expand_dims(ops.log_softmax(logits, axis=-1), 1),
+          ops.shape(start_onehot))
     h = self.config.hidden_size
     kernel = ops.cast(self.end_hidden.kernel, hidden.dtype)
     bias = ops.cast(self.end_hidden.bias, hidden.dtype)

@@ -55,10 +55,12 @@ class QATask(task.Task):
 
   @property
   def head_kind(self):
-    """The ELECTRA release's XLNet-style head; with the 2.0
-    answerability classifier or not."""
-    return "squad_answerable" if (
-        self.v2 and self.config.answerable_classifier) else "squad"
+    """squad (the ELECTRA release's XLNet-style head) or squad_linear
+    (qa_head linear); + _answerable with the 2.0 answerability
+    classifier."""
+    kind = "squad_linear" if self.config.qa_head == "linear" else "squad"
+    return kind + ("_answerable" if (
+        self.v2 and self.config.answerable_classifier) else "")
 
   def _read_examples(self, articles, path, is_train, limit):
     examples = []
@@ -147,7 +149,8 @@ class QATask(task.Task):
         model_config, config.beam_size, self.v2,
         answerable_classifier=config.answerable_classifier,
         answerable_uses_start_logits=config.answerable_uses_start_logits,
-        dropout=dropout, name=f"{self.name}_head")
+        linear=config.qa_head == "linear", dropout=dropout,
+        name=f"{self.name}_head")
 
   def loss_and_outputs(self, head, hidden, features, training):
     """Per-row loss: (CE(start) + CE(end | gold start)) / 2, plus
