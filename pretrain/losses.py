@@ -77,6 +77,16 @@ def log_softmax_at(logits, ids):
       ops.cast(ids, "int32"), ops.cast(logits, "float32"), from_logits=True)
 
 
+def log_prob_at(logits, ids):
+  """The same value as log_softmax_at, for inference: logit at ids -
+  logsumexp. The fused kernel above also computes the gradient, ~5x the
+  time of this when nothing is trained (PLL scoring)."""
+  logits = ops.cast(logits, "float32")
+  picked = ops.take_along_axis(
+      logits, ops.expand_dims(ops.cast(ids, "int32"), -1), axis=-1)
+  return ops.squeeze(picked, -1) - ops.logsumexp(logits, axis=-1)
+
+
 def electric_logits(energy, log_q, num_noise, num_tokens):
   """Electric's binary "noise" logit (Electric paper sections 2.2, 2.5):
 

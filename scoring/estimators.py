@@ -30,7 +30,7 @@ def masked_lm(model, features, positions, targets):
   """Salazar et al.: log softmax at the masked position of the original
   token, [B, P]."""
   logits = masked_lm_logits(model, features, positions)
-  return losses.log_softmax_at(logits, targets)
+  return losses.log_prob_at(logits, targets)
 
 
 def generator_candidates(model, features, positions, targets, k,

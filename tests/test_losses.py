@@ -34,6 +34,18 @@ def test_masked_lm_loss_matches_numpy():
                              rtol=1e-5)
 
 
+def test_log_probs_at_ids_match_numpy():
+  """Training's fused kernel and inference's gather give NumPy's values."""
+  rng = np.random.RandomState(1)
+  logits = (rng.randn(4, 3, 50) * 4).astype(np.float32)
+  ids = rng.randint(0, 50, size=(4, 3))
+  want = np.take_along_axis(np_log_softmax(logits.astype(np.float64)),
+                            ids[..., None], -1)[..., 0]
+  for fn in (losses.log_softmax_at, losses.log_prob_at):
+    np.testing.assert_allclose(np.asarray(fn(logits, ids)), want,
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_masked_lm_loss_gradient_matches_numpy():
   """The fused sparse cross-entropy's gradient: w (softmax - onehot) / sum w,
   for bf16 logits too (the generator's, under mixed precision)."""
