@@ -14,8 +14,12 @@ vocabulary projection at every position) x steps/s / measured bf16 peak.
 
 Each implementation is one entry of IMPLEMENTATIONS: a function
 (size, batch, precision, args) -> dict(seq_per_s, flops_per_step, ...).
+The last MFU column is against the faster of the two peaks (bf16 where
+the CPU has it natively, fp32 elsewhere), and a line says whether
+mixed_precision "auto" picks the precision that is fastest here.
 `--json` writes {"ours": {seq_per_s, mfu, ...}, "hf": {seq_per_s, ...},
-"speedup_vs_hf", "pipeline_seq_per_s", "peak_bf16_tflops", "entries"}
+"speedup_vs_hf", "pipeline_seq_per_s", "peak_bf16_tflops",
+"auto_precision", "entries"}
 (ours and hf: the best precision at the small preset, batch 32).
 """
 
@@ -302,7 +306,7 @@ def split(text):
 def print_table(entries, peaks):
   print(f"\n{'impl':<6} {'size':<6} {'batch':>5} {'precision':<9} "
         f"{'step ms':>8} {'seq/s':>7} {'tok/s':>8} {'TFLOP/s':>8} "
-        f"{'MFU bf16':>8} {'MFU fp32':>8}")
+        f"{'MFU bf16':>8} {'MFU fp32':>8} {'MFU':>6}")
   for e in entries:
     if "error" in e:
       print(f"{e['impl']:<6} {e['size']:<6} {e['batch']:>5} "
@@ -311,10 +315,31 @@ def print_table(entries, peaks):
     print(f"{e['impl']:<6} {e['size']:<6} {e['batch']:>5} "
           f"{e['precision']:<9} {e['step_ms']:8.0f} {e['seq_per_s']:7.2f} "
           f"{e['tokens_per_s']:8.0f} {e['achieved_tflops']:8.3f} "
-          f"{e['mfu']:8.1%} {e['mfu_vs_fp32_peak']:8.1%}")
+          f"{e['mfu']:8.1%} {e['mfu_vs_fp32_peak']:8.1%} "
+          f"{e['mfu_vs_fastest_peak']:6.1%}")
   print(f"peak matmul: fp32 {peaks['float32']:.3f} TFLOP/s, bf16 "
         f"{peaks['bfloat16']:.3f} TFLOP/s; MFU = model matmul FLOPs "
-        "(pretrain/flops.model_flops_per_step, 3x forward) x steps/s / peak")
+        "(pretrain/flops.model_flops_per_step, 3x forward) x steps/s / peak "
+        "(the last column: the faster of the two peaks)")
+
+
+def auto_check(entries, peaks, machine):
+  """What mixed_precision "auto" picks here, beside the precision of the
+  faster matmul peak and of our fastest measured step: the check that
+  auto picks the fastest on this machine kind."""
+  from configure_pretraining import PretrainingConfig
+  from training.distribution import resolve_precision
+  auto = resolve_precision(PretrainingConfig())
+  peak = max(peaks, key=peaks.get)
+  ours = {e["precision"]: e["seq_per_s"] for e in entries
+          if e["impl"] == "ours" and "error" not in e}
+  step = max(ours, key=ours.get) if len(ours) > 1 else None
+  agree = auto == peak and step in (None, auto)
+  print(f"mixed_precision auto picks {auto}; faster matmul peak: {peak}; "
+        f"faster step of ours: {step or 'not measured (one precision)'}"
+        f" -> {'auto is the fastest' if agree else 'MISMATCH'}  [{machine}]")
+  return {"picks": auto, "faster_peak": peak, "faster_step": step,
+          "agree": agree}
 
 
 def main(argv=None):
@@ -359,8 +384,11 @@ def main(argv=None):
                     entry["batch"])
         entry.update(achieved_tflops=achieved / 1e12,
                      mfu=achieved / (peaks["bfloat16"] * 1e12),
-                     mfu_vs_fp32_peak=achieved / (peaks["float32"] * 1e12))
+                     mfu_vs_fp32_peak=achieved / (peaks["float32"] * 1e12),
+                     mfu_vs_fastest_peak=achieved / (max(peaks.values()) *
+                                                     1e12))
     print_table(entries, peaks)
+    auto = auto_check(entries, peaks, machine)
     batch = int(split(args.batch_sizes)[0])
     pipeline = time_pipeline(batch, args)
     fastest = max((e["seq_per_s"] for e in entries if e["impl"] == "ours"
@@ -375,7 +403,8 @@ def main(argv=None):
     hf_best = max(hf, key=lambda e: e["seq_per_s"]) if hf else None  # its best
     result = {
         "ours": best and {k: best[k] for k in (
-            "seq_per_s", "mfu", "mfu_vs_fp32_peak", "tokens_per_s",
+            "seq_per_s", "mfu", "mfu_vs_fp32_peak", "mfu_vs_fastest_peak",
+            "tokens_per_s",
             "precision", "batch", "size")},
         "hf": hf_best and {k: hf_best[k] for k in (
             "seq_per_s", "precision", "batch", "size")},
@@ -384,6 +413,7 @@ def main(argv=None):
         "pipeline_seq_per_s": pipeline,
         "peak_bf16_tflops": peaks["bfloat16"],
         "peak_fp32_tflops": peaks["float32"],
+        "auto_precision": auto,
         "entries": entries, "machine": machine}
     write_json(args.json, result)
     return result

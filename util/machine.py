@@ -16,6 +16,15 @@ def cpu_flags():
   return set()
 
 
+BF16_FLAGS = frozenset(("avx512_bf16", "amx_bf16"))
+
+
+def cpu_has_bf16():
+  """x86 CPUs with AVX512-BF16 or AMX run bf16 matmuls natively (oneDNN);
+  elsewhere bf16 is emulated and slower than fp32."""
+  return bool(cpu_flags() & BF16_FLAGS)
+
+
 def cpu_kind():
   """e.g. 'AMD EPYC, 2 cores, AVX512-BF16' or '..., AVX2 (no AVX512)'."""
   name = platform.processor() or platform.machine()
@@ -27,7 +36,7 @@ def cpu_kind():
   except OSError:
     pass
   flags = cpu_flags()
-  if flags & {"avx512_bf16", "amx_bf16"}:
+  if flags & BF16_FLAGS:
     isa = "AVX512-BF16"
   elif "avx512f" in flags:
     isa = "AVX512 (no native bf16)"
