@@ -40,17 +40,20 @@ TOL = dict(rtol=1e-4, atol=1e-4)
 # finder would make `model` importable anywhere; site-packages are added
 # back by hand, without their .pth files. It imports TensorFlow, then
 # waits on stdin for the names of the exports.
-LOAD_SAVEDMODELS = """
+WITHOUT_OUR_CODE = """
 import json, sys
 sys.path += json.loads(sys.argv[1])
-try:
-  import model
-  sys.exit("our code is importable: " + model.__file__)
-except ModuleNotFoundError:
-  pass
+for ours in ("model", "finetune"):
+  try:
+    __import__(ours)
+    sys.exit("our code is importable: " + ours)
+  except ModuleNotFoundError:
+    pass
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: registers the tokenizer ops
+"""
+LOAD_SAVEDMODELS = WITHOUT_OUR_CODE + """
 names, sentences = json.loads(sys.stdin.readline())
 ids = dict(np.load("ids.npz"))
 out = {}

@@ -40,6 +40,7 @@ from model.config import TransformerConfig
 from tests.shared_data import SHARED
 from tests.test_export_savedmodel import _python
 from tests.test_export_savedmodel import _wait
+from tests.test_export_savedmodel import WITHOUT_OUR_CODE
 from tests.test_pos_crf import VOCAB_8K
 from tests.test_pos_crf import tiny_run
 from tests.test_scoring import MICRO
@@ -367,17 +368,7 @@ def test_heads_transformers_cannot_express_are_refused(tmp_path, task,
 
 
 # Only TensorFlow and tensorflow_text: labels from raw strings.
-LOAD_TEXT_SIGNATURE = """
-import json, sys
-sys.path += json.loads(sys.argv[1])
-try:
-  import finetune
-  sys.exit("our code is importable: " + finetune.__file__)
-except ModuleNotFoundError:
-  pass
-import numpy as np
-import tensorflow as tf
-import tensorflow_text  # noqa: registers the tokenizer ops
+LOAD_TEXT_SIGNATURE = WITHOUT_OUR_CODE + """
 out = {}
 for name, texts in json.loads(sys.stdin.readline()):
   loaded = tf.saved_model.load(name)

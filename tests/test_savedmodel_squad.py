@@ -21,6 +21,7 @@ import run_finetuning
 from tests.shared_data import SHARED
 from tests.test_export_savedmodel import _python
 from tests.test_export_savedmodel import _wait
+from tests.test_export_savedmodel import WITHOUT_OUR_CODE
 from tests.test_finetuned_model import random_finetuned
 from util.errors import UserError
 
@@ -29,16 +30,7 @@ SETTINGS = dict(max_query_length=8, doc_stride=5, max_answer_length=6,
 ODD = ("Caf\u00e9  M\u00fcller\topened in 1975 \u2014 na\u00efve "
        "\U0001F600 fans\u202fcame; \u00c9cole-Normale \u00e0 Paris.")
 
-LOAD = """
-import json, sys
-sys.path += json.loads(sys.argv[1])
-try:
-  import finetune
-  sys.exit("our code is importable: " + finetune.__file__)
-except ModuleNotFoundError:
-  pass
-import tensorflow as tf
-import tensorflow_text  # noqa: registers the tokenizer ops
+LOAD = WITHOUT_OUR_CODE + """
 out = {}
 for name, questions, contexts in json.loads(sys.stdin.readline()):
   result = tf.saved_model.load(name).signatures["serve_text"](
