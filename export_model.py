@@ -23,9 +23,11 @@ empty.
 A fine-tuned model (--init-checkpoint OUTPUT_DIR/<tasks>_model, kept by
 run_finetuning.py) exports one folder per task head, OUT/<task>/:
   hf          ElectraForSequenceClassification (GLUE classification and
-              regression), ElectraForTokenClassification (tagging) or
-              ElectraForMultipleChoice, with the same logits as ours; the
-              SQuAD head and a CRF tagger have no transformers class
+              regression), ElectraForTokenClassification (tagging),
+              ElectraForMultipleChoice or ElectraForQuestionAnswering
+              (SQuAD with qa_head linear), with the same logits as ours;
+              the XLNet-style SQuAD head, 2.0's answerability classifier
+              and a CRF tagger have no transformers class
   savedmodel  GLUE heads: serve_text (text, and text_b for pairs) -> label
               (or score); SQuAD: serve_text (question, context) -> answer,
               windowed and decoded in the graph as fine-tuning does
@@ -93,7 +95,7 @@ def export_finetuned(config, progress):
   from finetune.model import head_weights
   from finetune.model import load_finetuned
   from interop import hf
-  from interop.savedmodel import FINETUNED_KINDS
+  from interop.savedmodel import check_finetuned_kind
   from interop.savedmodel import export_finetuned_savedmodel
   if config.format not in ("hf", "savedmodel"):
     raise UserError(f"a fine-tuned model exports as hf or savedmodel, not "
@@ -111,10 +113,8 @@ def export_finetuned(config, progress):
       plans[task.name] = hf.finetuned_head(
           task.name, info["head"], head_weights(model.heads[task.name]),
           model_config.hidden_size, info.get("labels"))
-    elif info["head"] not in FINETUNED_KINDS:
-      raise UserError(f"{task.name}: a SavedModel is written for GLUE "
-                      f"classification and regression heads and SQuAD, "
-                      f"not a {info['head']} head (nothing was written)")
+    else:
+      check_finetuned_kind(task.name, info["head"])
   out = config.output_dir
   with staging_dir(out) as staging:
     for task in tasks:

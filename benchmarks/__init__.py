@@ -1,5 +1,7 @@
 """Benchmark scripts (run directly; not collected by pytest)."""
 
+import contextlib
+
 
 def step_parser(doc):
   """An argparse parser with the one-step settings the step benchmarks
@@ -12,6 +14,21 @@ def step_parser(doc):
   p.add_argument("--vocab-size", type=int, default=30522)
   p.add_argument("--precision", default="bfloat16")
   return p
+
+
+@contextlib.contextmanager
+def scratch(prefix):
+  """A temporary folder for one benchmark run, removed after it; the Keras
+  dtype policy the run set is reset, so a caller's process keeps none."""
+  import shutil
+  import tempfile
+  path = tempfile.mkdtemp(prefix=prefix)
+  try:
+    yield path
+  finally:
+    import keras
+    keras.mixed_precision.set_dtype_policy("float32")
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def write_json(path, result):

@@ -62,7 +62,6 @@ import os
 import platform
 import shutil
 import sys
-import tempfile
 import time
 
 # PyTorch's OpenMP threads otherwise busy-wait at every barrier: on a
@@ -75,6 +74,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script: make the repo importable
   sys.path.insert(0, ROOT)
 
+from benchmarks import scratch  # noqa: E402
 from benchmarks import write_json  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -93,17 +93,10 @@ TRAIN_ROWS = 4  # batches of distinct random rows the train steps cycle over
 def hf_config(size, vocab_size):
   """A transformers ElectraConfig of our preset's sizes."""
   import transformers
+  from interop import hf
   from model import config as model_config
-  c = model_config.get_model_config(size, vocab_size)
-  return transformers.ElectraConfig(
-      vocab_size=c.vocab_size, embedding_size=c.embedding_size,
-      hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
-      num_attention_heads=c.num_attention_heads,
-      intermediate_size=c.intermediate_size, hidden_act=c.hidden_act,
-      hidden_dropout_prob=c.hidden_dropout_prob,
-      attention_probs_dropout_prob=c.attention_probs_dropout_prob,
-      max_position_embeddings=c.max_position_embeddings,
-      type_vocab_size=c.type_vocab_size, layer_norm_eps=c.layer_norm_eps)
+  return transformers.ElectraConfig(**hf.config_fields(
+      model_config.get_model_config(size, vocab_size)))
 
 
 def write_pretrained(work_dir, args):
@@ -525,9 +518,8 @@ def main(argv=None):
   for kind in tasks:
     if kind not in TASKS:
       sys.exit(f"error: unknown task {kind} (known: {', '.join(TASKS)})")
-  args.work_dir = tempfile.mkdtemp(prefix="finetune_throughput_")
   entries = []
-  try:
+  with scratch("finetune_throughput_") as args.work_dir:
     args.pretrained = write_pretrained(args.work_dir, args)
     args.raw_dir = write_raw_data(args.work_dir)
     for kind in tasks:
@@ -585,10 +577,6 @@ def main(argv=None):
                                          "raw_dir")})
     write_json(args.json, result)
     return result
-  finally:
-    import keras
-    keras.mixed_precision.set_dtype_policy("float32")  # leave no global
-    shutil.rmtree(args.work_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

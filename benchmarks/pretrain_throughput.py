@@ -36,6 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script: make the repo importable
   sys.path.insert(0, ROOT)
 
+from benchmarks import scratch  # noqa: E402
 from benchmarks import write_json  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -344,8 +345,7 @@ def auto_check(entries, peaks, machine):
 
 def main(argv=None):
   args = parse_args(argv)
-  args.work_dir = tempfile.mkdtemp(prefix="pretrain_throughput_")
-  try:
+  with scratch("pretrain_throughput_") as args.work_dir:
     machine = machine_description()
     print(machine, flush=True)
     peaks = measure_peaks(args)
@@ -417,10 +417,6 @@ def main(argv=None):
         "entries": entries, "machine": machine}
     write_json(args.json, result)
     return result
-  finally:
-    import keras
-    keras.mixed_precision.set_dtype_policy("float32")  # leave no global
-    shutil.rmtree(args.work_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -139,14 +139,10 @@ def time_hf(name, args, sentences):
   torch.manual_seed(0)
   from benchmarks.hf_tokenizer import bert_tokenizer_fast
   tok = bert_tokenizer_fast(args.vocab_file, do_lower_case=True)
+  from interop import hf
   c = get_model_config(args.model_size, tok.vocab_size)  # = our mlm's
   model = transformers.ElectraForMaskedLM(transformers.ElectraConfig(
-      vocab_size=c.vocab_size, embedding_size=c.embedding_size,
-      hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
-      num_attention_heads=c.num_attention_heads,
-      intermediate_size=c.intermediate_size, hidden_act=c.hidden_act,
-      max_position_embeddings=c.max_position_embeddings,
-      type_vocab_size=c.type_vocab_size, layer_norm_eps=c.layer_norm_eps))
+      **hf.config_fields(c)))
   model.eval()
   at_mask = name == "hf_mlm_at_mask"
 

@@ -199,9 +199,7 @@ class FinetuningConfig:
       raise UserError("layerwise_lr_decay must be in (0, 1]")
     if not 0 <= self.warmup_proportion < 1:
       raise UserError("warmup_proportion must be in [0, 1)")
-    if self.qa_head not in QA_HEADS:
-      raise UserError(f"qa_head must be one of {', '.join(QA_HEADS)}, got "
-                      f"{self.qa_head!r}")
+    check_choice("qa_head", self.qa_head, QA_HEADS)
     squad = any(t.startswith("squad") for t in self.tasks)
     if squad and self.max_query_length >= self.max_seq_length - 3:
       raise UserError(f"max_query_length {self.max_query_length} leaves no "

@@ -116,11 +116,15 @@ class FinetuningRunner:
     self._teachers = None  # {task: teacher outputs per train row} (distill)
 
   # ------------------------------------------------- fine-tuned models
-  def _pretrained_path(self):
+  def _run_path(self):
+    """DATA_DIR/models/NAME, the pretraining run by the data-dir
+    convention ("" without both)."""
     config = self.config
-    return config.init_checkpoint or (
-        os.path.join(config.data_dir, "models", config.model_name)
-        if config.data_dir and config.model_name else "")
+    return (os.path.join(config.data_dir, "models", config.model_name)
+            if config.data_dir and config.model_name else "")
+
+  def _pretrained_path(self):
+    return self.config.init_checkpoint or self._run_path()
 
   def kept_model_path(self):
     """OUTPUT_DIR/<tasks>_model: where this run keeps its model."""
@@ -139,9 +143,7 @@ class FinetuningRunner:
       return finetuned_files.load(config.init_checkpoint)
     if not config.do_predict:
       return None
-    default = (os.path.join(config.data_dir, "models", config.model_name)
-               if config.data_dir and config.model_name else "")
-    if config.init_checkpoint and config.init_checkpoint != default:
+    if config.init_checkpoint and config.init_checkpoint != self._run_path():
       raise UserError(f"{config.init_checkpoint} is not a fine-tuned model "
                       f"(no {finetuned_files.MODEL_FILE}): --do-predict "
                       "needs one run_finetuning.py kept")
@@ -440,9 +442,7 @@ class FinetuningRunner:
   def _outputs_on(self, model, task, split):
     """The model's outputs on a split's rows (through predict):
     probabilities [N, C], or predictions [N] of a regression."""
-    _, features = self._examples_and_features(task, split)
-    model({k: v[:1] for k, v in model_inputs(features).items()},
-          task_name=task.name, training=False)  # built outside tf.function
+    self._call_once(model, task, split)
     scorer, _ = self.predict(model, task, split)
     return scorer.collected()["predictions" if task.head_kind == "regression"
                               else "probabilities"]
@@ -468,11 +468,7 @@ class FinetuningRunner:
     model = FinetuningModel(self.model_config, self.tasks,
                             name="finetuning")
     for task in self.tasks:  # creates the variables of every head
-      split = ("predict" if self.config.do_predict else
-               "train" if self.config.do_train else "dev")
-      _, features = self._examples_and_features(task, split)
-      model({k: v[:1] for k, v in model_inputs(features).items()},
-            task_name=task.name, training=False)
+      self._call_once(model, task, "train" if self.config.do_train else "dev")
     if self._encoder_weights is None:
       self._encoder_weights = pretrained_encoder_weights(self.pretrained,
                                                          self.config)
@@ -480,6 +476,13 @@ class FinetuningRunner:
     for name, weights in self._reused_heads().items():
       set_head_weights(model.heads[name], weights, self.finetuned.path)
     return model
+
+  def _call_once(self, model, task, split):
+    """Calls the model on one row of a split, so that every variable
+    (head, dropout seeds) exists before a tf.function traces it."""
+    _, features = self._examples_and_features(task, split)
+    model({k: v[:1] for k, v in model_inputs(features).items()},
+          task_name=task.name, training=False)
 
   def train(self, model, seed):
     config = self.config
@@ -687,9 +690,7 @@ class FinetuningRunner:
     self._data[(task.name, "predict")] = (
         examples, task.featurize(examples, is_training=False))
     model = finetuned_model(self.finetuned, self.tasks)
-    _, features = self._data[(task.name, "predict")]
-    model({k: v[:1] for k, v in model_inputs(features).items()},
-          task_name=task.name, training=False)  # built outside tf.function
+    self._call_once(model, task, "predict")
     print(f"predicting {len(examples)} {task.name} example(s) of "
           f"{config.predict_file} with {self.finetuned.path} (trial "
           f"{self.finetuned.info.get('trial', 0) + 1}'s model)", flush=True)

@@ -9,9 +9,11 @@ with hidden_act "gelu" (the default) agree exactly.
 
 A fine-tuned model's heads (finetuned_head) go to
 ElectraForSequenceClassification (GLUE classification and regression),
-ElectraForTokenClassification (tagging) and ElectraForMultipleChoice,
-each computing exactly what ours does; a CRF tagger and the SQuAD head
-have no transformers class that can (one UserError says why).
+ElectraForTokenClassification (tagging), ElectraForMultipleChoice and
+ElectraForQuestionAnswering (SQuAD, qa_head linear), each computing
+exactly what ours does; a CRF tagger, the XLNet-style SQuAD head and 2.0's
+answerability classifier have no transformers class that can (one
+UserError says why).
 """
 
 import json
@@ -53,6 +55,13 @@ def architecture(role, with_head=True):
   return ARCHITECTURES[role] if with_head else "ElectraModel"
 
 
+def config_fields(config):
+  """transformers' ElectraConfig fields of our TransformerConfig:
+  transformers.ElectraConfig(**config_fields(c)) has our sizes."""
+  return dict({f: getattr(config, f) for f in CONFIG_FIELDS},
+              hidden_act=ACTIVATIONS[config.hidden_act])
+
+
 def save(output_dir, role, weights, config, vocab_file, do_lower_case,
          pad_id=0, with_head=True, architecture_name="", extra_config=None):
   """Writes one network; `config` is its TransformerConfig. Without its
@@ -61,11 +70,10 @@ def save(output_dir, role, weights, config, vocab_file, do_lower_case,
   finetuned_head) and its config fields."""
   from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
   os.makedirs(output_dir, exist_ok=True)
-  hf_config = {f: getattr(config, f) for f in CONFIG_FIELDS}
+  hf_config = config_fields(config)
   hf_config.update(
       architectures=[architecture_name or architecture(role, with_head)],
-      model_type="electra",
-      hidden_act=ACTIVATIONS[config.hidden_act], pad_token_id=pad_id,
+      model_type="electra", pad_token_id=pad_id,
       position_embedding_type="absolute", tie_word_embeddings=True)
   hf_config.update(extra_config or {})
   if config.share_layers:

@@ -17,9 +17,11 @@ The vocabulary is in the graph (the tokenizer's constants) and copied as
 an asset (`loaded.vocab_file.asset_path`). Loading needs tensorflow and
 tensorflow_text (imported first, for its ops), none of this code.
 
-A fine-tuned model's GLUE head exports the same way
-(export_finetuned_savedmodel): serve_text takes the raw text (a pair task
-also text_b) and gives the label.
+A fine-tuned model's head exports the same way
+(export_finetuned_savedmodel): a GLUE head's serve_text takes the raw text
+(a pair task also text_b) and gives the label; a SQuAD head's takes the
+question and the context and gives the answer
+(interop/savedmodel_squad.py).
 """
 
 import dataclasses
@@ -196,6 +198,14 @@ GLUE_KINDS = ("classification", "regression")
 FINETUNED_KINDS = GLUE_KINDS + SQUAD_KINDS
 
 
+def check_finetuned_kind(task_name, kind):
+  """One UserError for a head no SavedModel signature serves."""
+  if kind not in FINETUNED_KINDS:
+    raise UserError(f"{task_name}: a SavedModel is written for GLUE "
+                    f"classification and regression heads and SQuAD, not a "
+                    f"{kind} head (nothing was written)")
+
+
 def export_finetuned_savedmodel(encoder, head, task, info, tokenizer,
                                 vocab_file, output_dir, max_seq_length,
                                 metadata):
@@ -214,10 +224,7 @@ def export_finetuned_savedmodel(encoder, head, task, info, tokenizer,
   (interop/savedmodel_squad.py)."""
   tf = import_tensorflow(with_text=True)
   kind, labels = info["head"], info.get("labels")
-  if kind not in FINETUNED_KINDS:
-    raise UserError(f"{task.name}: a SavedModel is written for GLUE "
-                    f"classification and regression heads and SQuAD, not a "
-                    f"{kind} head (nothing was written)")
+  check_finetuned_kind(task.name, kind)
   if kind in SQUAD_KINDS:
     serve_ids, serve_text = squad_signatures(
         tf, lambda *ids: _encode(tf, encoder, *ids), head, tokenizer,

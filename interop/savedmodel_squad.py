@@ -75,9 +75,10 @@ def _doc(tf, tokenizer, context, piece_chars):
   end = tf.gather(word_start + word_len, piece_word)
   if piece_chars is not None:
     lengths = tf.gather(piece_chars, pieces.flat_values)
-    before = tf.cumsum(lengths, exclusive=True) - tf.gather(
-        tf.cumsum(lengths, exclusive=True), tf.gather(
-            tf.cast(pieces.row_starts(), tf.int32), piece_word))
+    running = tf.cumsum(lengths, exclusive=True)
+    # The characters of the word's earlier pieces.
+    before = running - tf.gather(running, tf.gather(
+        tf.cast(pieces.row_starts(), tf.int32), piece_word))
     spelled = tf.logical_and(
         tf.equal(tf.reduce_sum(pieces.with_flat_values(lengths), axis=1),
                  word_len),
@@ -129,9 +130,9 @@ def _rows(tf, special, max_len, query, doc_ids, starts, lengths):
   off = q_len + 2
   end = off + lengths[..., None]
   in_doc = tf.logical_and(t >= off, t < end)
-  doc_index = tf.maximum(starts[..., None] + t - off, 0)
-  doc = tf.gather(doc_ids, tf.minimum(doc_index, tf.shape(doc_ids)[1] - 1),
-                  batch_dims=1)
+  doc_index = tf.clip_by_value(starts[..., None] + t - off, 0,
+                               tf.shape(doc_ids)[1] - 1)
+  doc = tf.gather(doc_ids, doc_index, batch_dims=1)
   q = query.to_tensor(shape=[None, max_len])
   q = tf.gather(q, tf.clip_by_value(t - 1, 0, max_len - 1)[0, 0],
                 axis=1)[:, None]
@@ -144,7 +145,7 @@ def _rows(tf, special, max_len, query, doc_ids, starts, lengths):
           "input_mask": broadcast(t <= end),
           "segment_ids": broadcast(tf.logical_and(t >= off, t <= end)),
           "answer_mask": broadcast(tf.logical_or(t == 0, in_doc))}, (
-              broadcast(in_doc) > 0, doc_index)
+              tf.broadcast_to(in_doc, shape), doc_index)
 
 
 def squad_signatures(tf, encode, head, tokenizer, max_len, config, v2):
@@ -177,15 +178,17 @@ def squad_signatures(tf, encode, head, tokenizer, max_len, config, v2):
     doc_ids, char_start, char_end = _doc(tf, tokenizer, context, piece_chars)
     num_tokens = tf.cast(doc_ids.row_lengths(), tf.int32)
     width = tf.maximum(tf.reduce_max(num_tokens), 1)
-    dense = lambda x: tf.pad(x.to_tensor(), [  # noqa: E731
-        [0, 0], [0, width - tf.shape(x.to_tensor())[1]]])
+
+    def dense(ragged):  # [B, width], zero-padded
+      x = ragged.to_tensor()
+      return tf.pad(x, [[0, 0], [0, width - tf.shape(x)[1]]])
+
     max_tokens = max_len - tf.cast(query.row_lengths(), tf.int32) - 3
     starts, lengths, exists = _windows(tf, num_tokens, max_tokens,
                                        config.doc_stride)
     is_max = _max_context(tf, starts, lengths, exists, width)
     rows, (in_doc, doc_index) = _rows(tf, special, max_len, query,
                                       dense(doc_ids), starts, lengths)
-    doc_index = tf.minimum(doc_index, width - 1)
     where = tf.where(exists)  # [R, 2]: (example, window), in order
     out = beam(*(tf.gather_nd(rows[k], where) for k in (
         "input_ids", "input_mask", "segment_ids", "answer_mask")))

@@ -19,6 +19,7 @@ from finetune import bam
 from finetune.trainer import FinetuningRunner
 from loading import finetuned as finetuned_files
 from tests.shared_data import SHARED
+from tests import test_finetuned_model as finetuned_model_tests
 from tests.test_hostile_scripts import refused
 from tests.test_pos_crf import tiny_run
 from util.errors import UserError
@@ -126,10 +127,8 @@ QUICK = {"train_examples_limit": 32, "eval_examples_limit": 32,
 
 
 def finetune(root, tasks, *extra, **hparams):
-  return run_finetuning.main(
-      ["--data-dir", str(root), "--model-name", "tiny", "--task-names",
-       tasks, "--hparams", json.dumps(dict(QUICK, **hparams)),
-       *[str(x) for x in extra]])
+  return finetuned_model_tests.finetune(root, tasks, *extra, quick=QUICK,
+                                        **hparams)
 
 
 @pytest.fixture(scope="module")

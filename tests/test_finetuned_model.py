@@ -66,10 +66,12 @@ def glue_slice(folder, task, split, lines):
   return path
 
 
-def finetune(data_dir, tasks, *extra, **hparams):
+def finetune(data_dir, tasks, *extra, quick=None, **hparams):
+  """run_finetuning.py on the tiny run in data_dir; `quick`: the base
+  hparams (default QUICK), `hparams` on top."""
   return run_finetuning.main(
       ["--data-dir", str(data_dir), "--model-name", "tiny", "--task-names",
-       tasks, "--hparams", json.dumps(dict(QUICK, **hparams)),
+       tasks, "--hparams", json.dumps(dict(quick or QUICK, **hparams)),
        *[str(x) for x in extra]])
 
 

@@ -126,9 +126,8 @@ class GLUETask(Task):
 
   def read_file(self, path):
     """Any file in the task's dev layout (with labels) or test layout
-    (without): the dev layout when the file has the label column."""
-    if not storage.exists(path):
-      raise UserError(f"{self.name}: {path} not found")
+    (without): the dev layout when the file has the label column (its
+    existence is checked with the config)."""
     first = next((line.split("\t") for line in text_files.read_lines(path)
                   if line.strip()), None)
     if first is None:

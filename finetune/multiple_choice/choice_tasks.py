@@ -352,8 +352,6 @@ class ChoiceRecords(MultipleChoiceTask):
 
   def read_file(self, path):
     """Any file of the task's records (.csv or .jsonl); labels optional."""
-    if not storage.exists(path):
-      raise UserError(f"{self.name}: {path} not found")
     examples, places = [], []
     for number, record in read_records(path):
       places.append(f"{path} line {number}")

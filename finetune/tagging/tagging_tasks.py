@@ -224,8 +224,6 @@ class TaggingTask(Task):
   def read_file(self, path):
     """Any file in the task's layout (tagged: the scorer writes each word's
     gold and predicted tag, as for dev)."""
-    if not storage.exists(path):
-      raise UserError(f"{self.name}: {path} not found")
     sentences = self.read(path)
     self._check_known(path, sentences, "dev")
     return [TaggingExample(guid=f"predict-{i}", words=s.words,
