@@ -1,5 +1,5 @@
 """The fine-tuned model's life: run_finetuning.py keeps the best (or last)
-trial's model, goes on after an interruption from the first unfinished
+trial's model, goes on after a SIGKILL from the first unfinished
 trial, predicts any file of the task's layout with it (exactly what it
 reported at train time), starts another fine-tuning from it (encoder, and
 the heads of the tasks it has), and export_model.py writes it for
@@ -15,7 +15,10 @@ import json
 import os
 import pathlib
 import re
+import signal
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -43,6 +46,7 @@ from tests.test_export_savedmodel import _wait
 from tests.test_export_savedmodel import WITHOUT_OUR_CODE
 from tests.test_pos_crf import VOCAB_8K
 from tests.test_pos_crf import tiny_run
+from tests.test_pretraining_e2e import ROOT
 from tests.test_scoring import MICRO
 from util.errors import UserError
 from util.tokenization import load_tokenizer
@@ -136,26 +140,41 @@ def test_keeps_the_best_trial_and_predicts_exactly_what_it_reported(
   assert all(re.fullmatch(r"\d+\t[01]", line) for line in lines[1:])
 
 
-def test_an_interrupted_run_goes_on_from_its_first_unfinished_trial(
-    world, tmp_path, capsys, monkeypatch):
+def kill_after_first_trial(argv, record):
+  """Runs run_finetuning.py in a process and SIGKILLs it once `record`
+  (its <tasks>_trials.json) holds one finished trial; returns the record."""
+  process = subprocess.Popen(
+      [sys.executable, os.path.join(ROOT, "run_finetuning.py"), *argv],
+      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
+      env=dict(os.environ, PYTHONPATH=ROOT))
+  deadline = time.time() + 300
+  try:
+    while True:
+      assert process.poll() is None, "the run ended before it was killed"
+      assert time.time() < deadline
+      if record.exists():  # written whole (util/outputs.write_text)
+        first = json.loads(record.read_text())
+        if len(first["trials"]) == 1:
+          process.send_signal(signal.SIGKILL)  # during the second trial
+          break
+      time.sleep(0.01)
+  finally:
+    if process.poll() is None:
+      process.kill()
+    process.wait()
+  assert process.returncode == -signal.SIGKILL
+  return first
+
+
+def test_a_killed_run_goes_on_from_its_first_unfinished_trial(
+    world, tmp_path, capsys):
   root, _ = world
   argv = ["--output-dir", tmp_path / "out", "--keep-model", "last"]
-  real_train, calls = FinetuningRunner.train, []
-
-  def train_then_die(self, model, seed):
-    calls.append(seed)
-    if len(calls) == 2:
-      raise KeyboardInterrupt  # killed during the second trial
-    return real_train(self, model, seed)
-
-  monkeypatch.setattr(FinetuningRunner, "train", train_then_die)
-  with pytest.raises(SystemExit) as info:
-    finetune(root, "sst", *argv, num_trials=2)
-  assert info.value.code == 130
-  first = json.loads((tmp_path / "out" / "sst_trials.json").read_text())
+  first = kill_after_first_trial(
+      ["--data-dir", str(root), "--model-name", "tiny", "--task-names", "sst",
+       "--hparams", json.dumps(dict(QUICK, num_trials=2)),
+       *[str(x) for x in argv]], tmp_path / "out" / "sst_trials.json")
   assert len(first["trials"]) == 1
-  monkeypatch.undo()
-  capsys.readouterr()
 
   summary = finetune(root, "sst", *argv, num_trials=2)
   out = capsys.readouterr().out
