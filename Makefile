@@ -53,7 +53,7 @@ quickstart: install $(QS)/pretrain_tfrecords/metadata.json
 	  $(QS_HPARAMS) --do-eval
 
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q --durations=15 tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15 tests
 
 bench: $(VENV)/.installed-test
 	$(PY) benchmarks/pretrain_throughput.py

@@ -37,7 +37,8 @@ setuptools.setup(
         "scoring": ["jiwer>=3"],  # n-best rescoring WER
         # transformers + CPU torch, and keras-hub: the peers the interop
         # tests check against.
-        "test": ["pytest>=8", "jax>=0.4.30", "jaxlib>=0.4.30", "jiwer>=3",
+        "test": ["pytest>=8", "pytest-xdist>=3", "jax>=0.4.30",
+                 "jaxlib>=0.4.30", "jiwer>=3",
                  "torch==2.13.0", "transformers>=4.40",
                  "keras-hub>=0.32,<1"],
         "keras_hub": ["keras-hub>=0.32,<1"],  # export_model --format keras_hub
