@@ -1,6 +1,12 @@
 """Shared test setup."""
 
-import keras
+from util import tf_quiet
+
+# TensorFlow's C++ start-up banner, muted as the scripts do; otherwise each
+# xdist worker's copy lands under the test report.
+tf_quiet.import_tensorflow(with_text=True)
+
+import keras  # noqa: E402 (after the muted import)
 import pytest
 
 
