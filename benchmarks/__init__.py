@@ -1,6 +1,8 @@
 """Benchmark scripts (run directly; not collected by pytest)."""
 
 import contextlib
+import shutil
+import tempfile
 
 
 def step_parser(doc):
@@ -20,8 +22,6 @@ def step_parser(doc):
 def scratch(prefix):
   """A temporary folder for one benchmark run, removed after it; the Keras
   dtype policy the run set is reset, so a caller's process keeps none."""
-  import shutil
-  import tempfile
   path = tempfile.mkdtemp(prefix=prefix)
   try:
     yield path

@@ -70,13 +70,19 @@ def glue_slice(folder, task, split, lines):
   return path
 
 
+def finetune_argv(data_dir, tasks, *extra, quick=None, **hparams):
+  """run_finetuning.py's flags for the tiny run in data_dir; `quick`: the
+  base hparams (default QUICK), `hparams` on top."""
+  return ["--data-dir", str(data_dir), "--model-name", "tiny",
+          "--task-names", tasks,
+          "--hparams", json.dumps(dict(quick or QUICK, **hparams)),
+          *[str(x) for x in extra]]
+
+
 def finetune(data_dir, tasks, *extra, quick=None, **hparams):
-  """run_finetuning.py on the tiny run in data_dir; `quick`: the base
-  hparams (default QUICK), `hparams` on top."""
+  """run_finetuning.py in this process (finetune_argv's flags)."""
   return run_finetuning.main(
-      ["--data-dir", str(data_dir), "--model-name", "tiny", "--task-names",
-       tasks, "--hparams", json.dumps(dict(quick or QUICK, **hparams)),
-       *[str(x) for x in extra]])
+      finetune_argv(data_dir, tasks, *extra, quick=quick, **hparams))
 
 
 @pytest.fixture(scope="module")
@@ -171,9 +177,8 @@ def test_a_killed_run_goes_on_from_its_first_unfinished_trial(
   root, _ = world
   argv = ["--output-dir", tmp_path / "out", "--keep-model", "last"]
   first = kill_after_first_trial(
-      ["--data-dir", str(root), "--model-name", "tiny", "--task-names", "sst",
-       "--hparams", json.dumps(dict(QUICK, num_trials=2)),
-       *[str(x) for x in argv]], tmp_path / "out" / "sst_trials.json")
+      finetune_argv(root, "sst", *argv, num_trials=2),
+      tmp_path / "out" / "sst_trials.json")
   assert len(first["trials"]) == 1
 
   summary = finetune(root, "sst", *argv, num_trials=2)
