@@ -14,6 +14,7 @@ from comparison import plan as P
 from comparison import report
 from util import storage
 from util.errors import UserError
+from util.tokenization import load_tokenizer
 
 PLAN_FILE = "plan.json"
 
@@ -142,13 +143,11 @@ def check_plan(config, budget, runs, runner):
   storage.write_text_atomic(path, json.dumps(new, indent=2, sort_keys=True))
 
 
-def run(config, command=""):
-  storage.makedirs(config.output_dir)
-  runner = J.JobRunner(config.output_dir)
-  metadata = os.path.join(config.data_dir, "pretrain_tfrecords",
-                          "metadata.json")
+def _plan(config, metadata):
+  """The runs, sized from the built data, or (dry run, no data yet) from
+  the vocabulary the data will be built with."""
   if not storage.exists(metadata):
-    runner.run([data_job(config)])
+    return P.plan_runs(config, load_tokenizer(config.vocab_file).vocab_size)
   meta = json.loads(storage.read_text(metadata))
   if meta["max_seq_length"] != config.max_seq_length:
     raise UserError(f"the data in {config.data_dir} has max_seq_length "
@@ -157,10 +156,21 @@ def run(config, command=""):
   # records it, so fine-tuning and scoring tokenize as pretraining did.
   vocab = os.path.join(os.path.dirname(metadata),
                        meta.get("vocab_file", "vocab.txt"))
-  budget, runs = P.plan_runs(config, meta["vocab_size"], vocab)
-  print(P.format_plan(budget, runs), flush=True)
-  if config.dry_run:
+  return P.plan_runs(config, meta["vocab_size"], vocab)
+
+
+def run(config, command=""):
+  metadata = os.path.join(config.data_dir, "pretrain_tfrecords",
+                          "metadata.json")
+  if config.dry_run:  # prints the plan; builds and writes nothing
+    print(P.format_plan(*_plan(config, metadata)), flush=True)
     return None
+  storage.makedirs(config.output_dir)
+  runner = J.JobRunner(config.output_dir)
+  if not storage.exists(metadata):
+    runner.run([data_job(config)])
+  budget, runs = _plan(config, metadata)
+  print(P.format_plan(budget, runs), flush=True)
   check_plan(config, budget, runs, runner)
   storage.makedirs(os.path.join(config.output_dir, "blimp"))
   jobs = build_jobs(config, runs)

@@ -96,6 +96,19 @@ def test_bad_flags_are_one_line_before_any_work(tmp_path):
     assert len(lines) == 1 and message in lines[0], result.stderr
 
 
+def test_dry_run_plans_from_the_vocabulary_and_writes_nothing(tmp_path):
+  out = tmp_path / "cmp"
+  result = run_cli("--output-dir", str(out), "--tasks", "", "--objectives",
+                   "mlm,electra", "--budget-flops", "1e13", "--dry-run")
+  assert result.returncode == 0, result.stderr
+  # No TFRecords are built (minutes on a real corpus) and no folder made.
+  assert not out.exists()
+  c = config(objectives="mlm,electra", budget_flops=1e13)
+  with open(os.path.join(ROOT, "sample_data", "vocab_8k.txt")) as f:
+    vocab_size = sum(1 for _ in f)
+  assert P.format_plan(*P.plan_runs(c, vocab_size)) in result.stdout
+
+
 def test_harness_end_to_end_and_resume(tmp_path):
   out = str(tmp_path / "cmp")
   result = run_cli("--output-dir", out, *TOY)
