@@ -93,9 +93,11 @@ def plan_runs(config, vocab_size, vocab_file=""):
     warmup = values.get("num_warmup_steps", 10000)
     if "num_warmup_steps" not in config.pretrain_hparams:
       warmup = min(warmup, round(config.warmup_fraction * steps))
+    # A resume point every half hour: these runs span sessions and kills.
+    values.setdefault("save_checkpoints_secs", 1800)
     values.update(
         num_train_steps=steps, num_warmup_steps=warmup,
-        save_checkpoints_steps=every, keep_checkpoint_max=n + 1,
+        save_checkpoints_steps=every, keep_checkpoint_max=n,
         iterations_per_loop=min(values.get("iterations_per_loop", 200),
                                 every))
     runs.append(Run(name=name, hparams=values, steps=steps,

@@ -12,6 +12,7 @@ import os
 from comparison import jobs as J
 from comparison import plan as P
 from comparison import report
+from pretrain.run_config import RUN_SETTINGS
 from util import storage
 from util.errors import UserError
 from util.tokenization import load_tokenizer
@@ -127,10 +128,12 @@ def check_plan(config, budget, runs, runner):
                         f"other {', '.join(changed)}; use another "
                         "--output-dir or the same settings")
     for name, hparams in new["runs"].items():
-      before = old["runs"].get(name)
-      if before is not None and before != hparams:
-        diff = sorted(k for k in set(before) | set(hparams)
-                      if before.get(k) != hparams.get(k))
+      before = old["runs"].get(name) or hparams
+      # How often a run saves or logs is not the experiment.
+      diff = sorted(k for k in set(before) | set(hparams)
+                    if before.get(k) != hparams.get(k)
+                    and k not in RUN_SETTINGS)
+      if diff:
         raise UserError(f"{config.output_dir} holds run {name} planned with "
                         f"other hparams ({', '.join(diff)}); use another "
                         "--output-dir or the same settings")

@@ -117,7 +117,10 @@ class PretrainingConfig:
   iterations_per_loop: int = 200  # steps per host call; also log interval
   log_every_steps: int = 0  # 0 = once per loop
   save_checkpoints_steps: int = 1000
-  keep_checkpoint_max: int = 5
+  keep_checkpoint_max: int = 5  # of the step-scheduled checkpoints
+  # Also save every this many seconds (0 = only by steps): a resume point for
+  # runs that a session end or a kill stops, superseded by the next save.
+  save_checkpoints_secs: int = 0
   num_eval_steps: int = 100
   shuffle_buffer_size: int = 10000
   input_sharding: str = "files"  # workers split "files", or slice "batches"
@@ -231,6 +234,9 @@ class PretrainingConfig:
       if getattr(self, name) <= 0:
         raise UserError(f"hparam '{name}' must be > 0, got "
                         f"{getattr(self, name)}")
+    if self.save_checkpoints_secs < 0:
+      raise UserError("save_checkpoints_secs must be >= 0 (0 = off), got "
+                      f"{self.save_checkpoints_secs}")
     if self.num_warmup_steps < 0 or self.weight_decay_rate < 0:
       raise UserError("num_warmup_steps and weight_decay_rate must be >= 0")
     if not self.do_train and not self.do_eval:

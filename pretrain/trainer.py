@@ -100,7 +100,7 @@ class Trainer:
     latest = tf.train.latest_checkpoint(config.model_dir)
     try:
       if latest:
-        checkpoint.restore(latest).assert_existing_objects_matched()
+        checkpoint.read(latest).assert_existing_objects_matched()
         print(f"resumed from {latest} at step "
               f"{int(self.optimizer.iterations.numpy())}", flush=True)
       elif config.init_checkpoint:
@@ -145,12 +145,15 @@ class Trainer:
   def _checkpoint_manager(self, checkpoint):
     config = self.config
     directory = config.model_dir if self.is_chief else self._worker_dir()
-    keep = config.keep_checkpoint_max if self.is_chief else 1
-    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep,
-                                      checkpoint_name="ckpt")
+    if not self.is_chief:
+      return checkpointing.CheckpointSeries(checkpoint, directory, keep=1)
+    return checkpointing.CheckpointSeries(
+        checkpoint, directory, config.keep_checkpoint_max,
+        scheduled=lambda step: (step % config.save_checkpoints_steps == 0 or
+                                step == config.num_train_steps))
 
   def _save(self, manager, step):
-    path = manager.save(checkpoint_number=step)
+    path = manager.save(step)
     if not self.is_chief and not self.config.keep_worker_checkpoints:
       storage.rmtree(self._worker_dir())
     return path
@@ -306,6 +309,7 @@ class Trainer:
           "appendix E convention)", flush=True)
     log_every = config.log_every_steps or config.iterations_per_loop
     progress = StepLog(config, step)
+    last_save = time.time()
     with PreemptionGuard() as preemption:
       while step < config.num_train_steps:
         next_save = (step // config.save_checkpoints_steps + 1) * \
@@ -328,9 +332,12 @@ class Trainer:
           if changed:
             train_loop = self._build_train_loop()
             print(changed, flush=True)
-        if (step % config.save_checkpoints_steps == 0 or
+        timed = (config.save_checkpoints_secs and
+                 time.time() - last_save >= config.save_checkpoints_secs)
+        if (step % config.save_checkpoints_steps == 0 or timed or
             step == config.num_train_steps or preemption.requested):
           path = self._save(manager, step)
+          last_save = time.time()
           print(f"saved {path}", flush=True)
         if preemption.requested:
           writer.flush()

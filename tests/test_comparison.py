@@ -60,7 +60,8 @@ def test_every_objective_spends_the_budget(budget):
       assert run.flops == pytest.approx(budget_here, rel=0.05), run.name
       assert run.checkpoint_steps[-1] == run.steps == hp.num_train_steps
       assert hp.save_checkpoints_steps * c.num_checkpoints == run.steps
-      assert hp.keep_checkpoint_max > c.num_checkpoints
+      assert hp.keep_checkpoint_max >= c.num_checkpoints
+      assert hp.save_checkpoints_secs > 0  # resume points between them
   # A costlier step buys fewer steps: BERT's is the cheapest.
   c = config(objectives="mlm,electra,script", budget_flops=1e14)
   steps = {r.name: r.steps for r in P.plan_runs(c, 8000)[1]}

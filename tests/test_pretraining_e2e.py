@@ -326,13 +326,13 @@ def test_nonfinite_steps_can_be_skipped_and_counted(data_dir, capsys,
 
 
 SIGTERM_CHECK = """
-import os, signal, sys, threading, time
+import glob, os, signal, sys, threading, time
 import run_pretraining
 
-def notice():  # the preemption notice, sys.argv[1] s into the training loop
-  while signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-    time.sleep(0.1)  # the loop's guard is not installed yet (a slow start)
-  time.sleep(float(sys.argv[1]))
+def notice():  # the preemption notice, once a save matching argv[1] is done
+  while not glob.glob(sys.argv[1]):
+    time.sleep(0.05)
+  time.sleep(0.5)  # into the next loop
   os.kill(os.getpid(), signal.SIGTERM)
 
 threading.Thread(target=notice, daemon=True).start()
@@ -342,18 +342,24 @@ run_pretraining.main(sys.argv[2:])
 
 def test_sigterm_saves_a_checkpoint_then_exits(data_dir):
   model_dir = os.path.join(data_dir, "models", "preempted")
+  # A timed save (every second) comes first; the notice follows it.
   result = subprocess.run(
-      [sys.executable, "-c", SIGTERM_CHECK, "3", "--data-dir", data_dir,
+      [sys.executable, "-c", SIGTERM_CHECK,
+       os.path.join(model_dir, "ckpt-*.index"), "--data-dir", data_dir,
        "--model-name", "preempted", "--hparams",
        hparams(num_train_steps=100000, save_checkpoints_steps=100000,
-               iterations_per_loop=10)],
+               iterations_per_loop=10, save_checkpoints_secs=1)],
       capture_output=True, text=True, timeout=600, cwd=ROOT,
       env=dict(os.environ, PYTHONPATH=ROOT))
   assert result.returncode == 143, result.stderr[-2000:]
-  assert "SIGTERM: saved step" in result.stdout
   saved = int(tf.train.latest_checkpoint(model_dir).rsplit("-", 1)[1])
-  assert 0 < saved < 100000 and saved % 10 == 0
+  assert 10 < saved < 100000 and saved % 10 == 0
   assert f"SIGTERM: saved step {saved} and stopped" in result.stdout
+  # The timed save before it was a resume point, superseded by the
+  # SIGTERM's save: only the newest is left.
+  assert len(re.findall(r"^saved ", result.stdout, re.M)) >= 2, result.stdout
+  assert [f for f in os.listdir(model_dir) if f.endswith(".index")] == [
+      f"ckpt-{saved}.index"]
 
 
 FAULTY_SCRIPT = """
