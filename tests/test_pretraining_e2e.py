@@ -364,16 +364,17 @@ def test_sigterm_saves_a_checkpoint_then_exits(data_dir):
 
 FAULTY_SCRIPT = """
 import os, sys, time
-from tensorflow.python.checkpoint import checkpoint_management as cm
+import tensorflow as tf
 if os.environ.get("SLOW_CHECKPOINT_STATE"):
   # Widen the window between a checkpoint's data write and the update of
-  # the `checkpoint` state file, so the test can kill inside it.
-  original = cm.update_checkpoint_state_internal
+  # the `checkpoint` state file (training/checkpointing.py), so the test can
+  # kill inside it.
+  original = tf.__internal__.train.update_checkpoint_state
   def slow(*args, **kwargs):
     print("WRITING CHECKPOINT", flush=True)
     time.sleep(2)
     return original(*args, **kwargs)
-  cm.update_checkpoint_state_internal = slow
+  tf.__internal__.train.update_checkpoint_state = slow
 import run_pretraining
 run_pretraining.main(sys.argv[1:])
 """
