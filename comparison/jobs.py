@@ -4,9 +4,12 @@ A job's result is written to OUTPUT_DIR/jobs/<key>.json only when it ends
 well, so a rerun of the same command skips what is finished; pretraining
 resumes from its last checkpoint by itself. Progress lines carry an ETA from
 the seconds per unit (FLOPs for pretraining, one run for the rest) of the
-jobs of the same group finished so far.
+jobs of the same group finished so far. With parallel > 1 the runner keeps
+that many jobs going at once, each with its share of the cores, starting the
+first job in order whose `after` jobs have finished.
 """
 
+import concurrent.futures
 import dataclasses
 import glob
 import json
@@ -32,14 +35,18 @@ class Job:
   parse: object  # (job, stdout text) -> the result dict
   echo: bool = False  # show the job's own log lines (pretraining)
   info: dict = dataclasses.field(default_factory=dict)
+  after: tuple = ()  # keys of the jobs that must finish first
 
 
 class JobRunner:
-  """Runs jobs in order, skipping finished ones, with progress and ETA."""
+  """Runs jobs in order, skipping finished ones, with progress and ETA;
+  `parallel` of them at once."""
 
-  def __init__(self, output_dir):
+  def __init__(self, output_dir, parallel=1):
     self.state_dir = os.path.join(output_dir, "jobs")
     self.log_dir = os.path.join(output_dir, "logs")
+    self.parallel = parallel
+    self._procs = set()  # running children, stopped when the harness fails
     storage.makedirs(self.state_dir)
     storage.makedirs(self.log_dir)
 
@@ -76,53 +83,87 @@ class JobRunner:
         seconds += job.units * rate[job.group][0] / rate[job.group][1]
       else:
         untimed.add(job.group)
-    return seconds, untimed
+    # Job times were measured `parallel` at a time, each on its share.
+    return seconds / self.parallel, untimed
+
+  def _ready(self, job):
+    return all(storage.exists(self._state_path(k)) for k in job.after)
 
   def run(self, jobs, after_each=None):
     todo = [j for j in jobs if self.result(j.key) is None]
     print(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already done",
           flush=True)
-    start = time.time()
-    for i, job in enumerate(todo):
-      seconds, untimed = self.eta(todo[i:])
-      eta = format_seconds(seconds) if seconds else "?"
-      if untimed:  # no job of these groups has finished yet
-        eta += f" + untimed {', '.join(sorted(untimed))}"
-      print(f"[{len(jobs) - len(todo) + i + 1}/{len(jobs)}] {job.key} | "
-            f"elapsed {format_seconds(time.time() - start)} | ETA {eta}",
-            flush=True)
-      began = time.time()
-      stdout = self._execute(job)
-      result = job.parse(job, stdout)
-      storage.write_text_atomic(self._state_path(job.key), json.dumps(
-          {"result": result, "seconds": time.time() - began,
-           "units": job.units, "group": job.group, "info": job.info},
-          indent=2))
-      if after_each:
-        after_each()
+    start, started = time.time(), len(jobs) - len(todo)
+    pending, running = list(todo), {}
+    with concurrent.futures.ThreadPoolExecutor(self.parallel) as pool:
+      try:
+        while pending or running:
+          while len(running) < self.parallel:
+            job = next((j for j in pending if self._ready(j)), None)
+            if job is None:
+              break
+            seconds, untimed = self.eta(pending + [r for r, _ in
+                                                   running.values()])
+            eta = format_seconds(seconds) if seconds else "?"
+            if untimed:  # no job of these groups has finished yet
+              eta += f" + untimed {', '.join(sorted(untimed))}"
+            pending.remove(job)
+            started += 1
+            print(f"[{started}/{len(jobs)}] {job.key} | elapsed "
+                  f"{format_seconds(time.time() - start)} | ETA {eta}",
+                  flush=True)
+            running[pool.submit(self._execute, job)] = (job, time.time())
+          if not running:
+            raise UserError(f"{pending[0].key} waits for a job that is not "
+                            f"planned: {', '.join(pending[0].after)}")
+          done, _ = concurrent.futures.wait(
+              running, return_when=concurrent.futures.FIRST_COMPLETED)
+          for future in done:
+            job, began = running.pop(future)
+            result = job.parse(job, future.result())
+            storage.write_text_atomic(self._state_path(job.key), json.dumps(
+                {"result": result, "seconds": time.time() - began,
+                 "units": job.units, "group": job.group, "info": job.info},
+                indent=2))
+            if after_each:
+              after_each()
+      except BaseException:
+        for proc in list(self._procs):  # a failed or killed harness
+          proc.terminate()  # leaves no orphan behind (pretraining saves)
+        raise
     print(f"all {len(jobs)} jobs done", flush=True)
 
   def _execute(self, job):
     log_path = os.path.join(self.log_dir, job.key + ".log")
     command = [sys.executable] + job.argv
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    echo = "    "
+    if self.parallel > 1:  # the cores shared out; the lines told apart
+      threads = str(max(1, len(os.sched_getaffinity(0)) // self.parallel))
+      for name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+                   "OMP_NUM_THREADS"):
+        env.setdefault(name, threads)
+      echo = f"    [{job.key}] "
     lines = []
     with open(log_path, "a") as log:
       log.write(f"$ {' '.join(command)}\n")
       proc = subprocess.Popen(command, cwd=ROOT, env=env, text=True,
                               stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT)
+      self._procs.add(proc)
       try:
         for line in proc.stdout:
           log.write(line)
           lines.append(line)
           if job.echo and not line.startswith(("I0000", "W0000")):
-            print("    " + line.rstrip(), flush=True)
+            print(echo + line.rstrip(), flush=True)
         rc = proc.wait()
       except BaseException:
-        proc.terminate()  # a killed harness leaves no orphan behind
+        proc.terminate()
         proc.wait()
         raise
+      finally:
+        self._procs.discard(proc)
     if rc != 0:
       errors = [l.strip() for l in lines if l.startswith("error:")]
       last = errors[-1] if errors else (lines[-1].strip() if lines else "")

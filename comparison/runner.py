@@ -4,6 +4,8 @@ Order: build the data (or reuse it), pretrain every objective, evaluate
 every kept checkpoint, fine-tune the final models (the headline table),
 score BLiMP, then fine-tune the intermediate checkpoints (the curves). The
 report is rewritten after each job, so partial results are readable early.
+With --parallel-jobs N, N jobs run at once; each job after the pretraining
+waits only for its own run's (Job.after).
 """
 
 import json
@@ -50,6 +52,7 @@ def build_jobs(config, runs):
   """Every job after the data, in the order they run."""
   pretrain, evals, final_ft, blimp, curve_ft = [], [], [], [], []
   for run in runs:
+    after = (f"pretrain-{run.name}",)  # what each of its other jobs reads
     pretrain.append(J.Job(
         key=f"pretrain-{run.name}", group="pretrain", units=run.flops,
         argv=_pretrain_argv(config, run), parse=J.pretrain_result, echo=True,
@@ -60,7 +63,8 @@ def build_jobs(config, runs):
           argv=_pretrain_argv(config, run) + [
               "--no-do-train", "--do-eval",
               "--eval-checkpoint", _checkpoint(config, run, step)],
-          parse=J.last_json_line, info={"run": run.name, "step": step}))
+          parse=J.last_json_line, info={"run": run.name, "step": step},
+          after=after))
     for step in [run.checkpoint_steps[k - 1]
                  for k in config.finetune_indices]:
       for task in config.task_names:
@@ -77,7 +81,7 @@ def build_jobs(config, runs):
             argv += ["--hparams", json.dumps(config.finetune_hparams)]
           job = J.Job(key=f"finetune-{run.name}-{step}-{task}-{seed}",
                       group=f"finetune-{task}", units=1, argv=argv,
-                      parse=J.finetune_result,
+                      parse=J.finetune_result, after=after,
                       info={"run": run.name, "step": step, "task": task,
                             "seed": seed, "output_dir": out})
           (final_ft if step == run.steps else curve_ft).append(job)
@@ -90,7 +94,7 @@ def build_jobs(config, runs):
       if config.scoring_hparams:
         argv += ["--hparams", json.dumps(config.scoring_hparams)]
       blimp.append(J.Job(key=f"blimp-{run.name}", group="blimp", units=1,
-                         argv=argv, parse=J.blimp_result,
+                         argv=argv, parse=J.blimp_result, after=after,
                          info={"run": run.name, "results_file": results}))
   # Across objectives within each task, so the table fills evenly.
   final_ft.sort(key=lambda j: (j.info["task"], j.info["seed"]))
@@ -169,7 +173,7 @@ def run(config, command=""):
     print(P.format_plan(*_plan(config, metadata)), flush=True)
     return None
   storage.makedirs(config.output_dir)
-  runner = J.JobRunner(config.output_dir)
+  runner = J.JobRunner(config.output_dir, config.parallel_jobs)
   if not storage.exists(metadata):
     runner.run([data_job(config)])
   budget, runs = _plan(config, metadata)

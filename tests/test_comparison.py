@@ -112,7 +112,9 @@ def test_dry_run_plans_from_the_vocabulary_and_writes_nothing(tmp_path):
 
 def test_harness_end_to_end_and_resume(tmp_path):
   out = str(tmp_path / "cmp")
-  result = run_cli("--output-dir", out, *TOY)
+  # Two jobs at once (the objectives' pretraining side by side); how many is
+  # no part of the experiment, so the rerun below without it finds all done.
+  result = run_cli("--output-dir", out, *TOY, "--parallel-jobs", "2")
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr
   for name in ("results.json", "results.md", "glue_vs_flops.png",
                "pretrain_curves.png"):
@@ -146,6 +148,7 @@ def test_harness_end_to_end_and_resume(tmp_path):
     table = f.read()
   assert "| mlm |" in table and "| electra |" in table and "RTE" in table
   assert "[" in result.stdout and "ETA" in result.stdout
+  assert "[pretrain-electra]" in result.stdout  # its lines told apart
 
   # Rerun: nothing left to do, the same results.
   again = run_cli("--output-dir", out, *TOY)

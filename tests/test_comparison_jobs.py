@@ -1,0 +1,76 @@
+"""The comparison's job runner: jobs at once with their share of the cores,
+a job only after the jobs it needs, and no orphan when one fails."""
+
+import os
+import time
+
+import pytest
+
+from comparison.jobs import Job, JobRunner, last_json_line
+from util.errors import UserError
+
+# A job that records when it ran and the threads it was given.
+TIMED = """
+import json, os, sys, time
+began = time.time()
+time.sleep(float(sys.argv[1]))
+print(json.dumps({"began": began, "ended": time.time(),
+                  "threads": os.environ.get("TF_NUM_INTRAOP_THREADS")}))
+"""
+THREAD_VARS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+               "OMP_NUM_THREADS")
+
+
+def job(key, seconds=0.0, after=(), code=TIMED):
+  return Job(key=key, group="g", units=1, argv=["-c", code, str(seconds)],
+             parse=last_json_line, after=after)
+
+
+@pytest.fixture(autouse=True)
+def no_thread_settings(monkeypatch):
+  for name in THREAD_VARS:
+    monkeypatch.delenv(name, raising=False)
+
+
+def test_parallel_jobs_overlap_and_wait_for_what_they_need(tmp_path):
+  runner = JobRunner(str(tmp_path), parallel=2)
+  reports = []
+  # c needs a; b is free to run beside a.
+  runner.run([job("a", 2.0), job("c", 0.1, after=("a",)), job("b", 1.0)],
+             after_each=lambda: reports.append(1))
+  a, b, c = (runner.result(k) for k in "abc")
+  assert a["began"] < b["ended"] and b["began"] < a["ended"]  # at once
+  assert c["began"] >= a["ended"]  # not before what it needs
+  cores = len(os.sched_getaffinity(0))
+  assert {r["threads"] for r in (a, b, c)} == {str(max(1, cores // 2))}
+  assert len(reports) == 3
+  # A rerun finds all three done and starts nothing.
+  again = JobRunner(str(tmp_path), parallel=2)
+  again.run([job("a", 60.0), job("c", 60.0), job("b", 60.0)])
+
+
+def test_one_job_at_a_time_keeps_the_order_and_the_threads(tmp_path):
+  runner = JobRunner(str(tmp_path))
+  runner.run([job("a", 0.5), job("b", 0.5)])
+  a, b = runner.result("a"), runner.result("b")
+  assert b["began"] >= a["ended"]
+  assert a["threads"] is None  # TensorFlow's default: every core
+
+
+def test_a_failed_job_stops_the_others_and_names_itself(tmp_path, capsys):
+  runner = JobRunner(str(tmp_path), parallel=2)
+  failing = "import sys, time; time.sleep(0.5); print('error: boom'); " \
+            "sys.exit(3)"
+  began = time.time()
+  with pytest.raises(UserError, match=r"^b failed \(exit 3\): error: boom"):
+    runner.run([job("a", 60.0), job("b", code=failing)])
+  assert time.time() - began < 30  # a was terminated, not waited for
+  assert runner.result("a") is None and runner.result("b") is None
+  assert "[2/2] b" in capsys.readouterr().out
+
+
+def test_a_job_waiting_on_an_unplanned_one_is_an_error(tmp_path):
+  runner = JobRunner(str(tmp_path), parallel=2)
+  with pytest.raises(UserError, match="x waits for a job that is not "
+                                      "planned: nothing"):
+    runner.run([job("x", after=("nothing",))])
