@@ -14,8 +14,10 @@ import dataclasses
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 from comparison.config import ROOT
@@ -90,6 +92,25 @@ class JobRunner:
     return all(storage.exists(self._state_path(k)) for k in job.after)
 
   def run(self, jobs, after_each=None):
+    """Runs what is not done yet. A SIGTERM stops the running jobs as a
+    failure does: each gets SIGTERM (pretraining saves a checkpoint) and the
+    runner ends with a UserError once they have."""
+    if threading.current_thread() is not threading.main_thread():
+      return self._run(jobs, after_each)
+
+    def stop(signum, frame):
+      del signum, frame
+      raise UserError("stopped by SIGTERM; the running jobs were stopped "
+                      "(pretraining saved a checkpoint): rerun the same "
+                      "command to continue")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+      return self._run(jobs, after_each)
+    finally:
+      signal.signal(signal.SIGTERM, previous)
+
+  def _run(self, jobs, after_each):
     todo = [j for j in jobs if self.result(j.key) is None]
     print(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already done",
           flush=True)

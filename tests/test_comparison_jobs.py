@@ -1,12 +1,17 @@
 """The comparison's job runner: jobs at once with their share of the cores,
-a job only after the jobs it needs, and no orphan when one fails."""
+a job only after the jobs it needs, and no orphan when one fails or the
+runner is stopped."""
 
 import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
 from comparison.jobs import Job, JobRunner, last_json_line
+from comparison.config import ROOT
 from util.errors import UserError
 
 # A job that records when it ran and the threads it was given.
@@ -74,3 +79,47 @@ def test_a_job_waiting_on_an_unplanned_one_is_an_error(tmp_path):
   with pytest.raises(UserError, match="x waits for a job that is not "
                                       "planned: nothing"):
     runner.run([job("x", after=("nothing",))])
+
+
+# A runner of two jobs that each save (a file) when SIGTERM comes, as
+# pretraining saves a checkpoint; argv[1] is the folder for their files.
+RUNNER = """
+import sys
+from comparison.jobs import Job, JobRunner, last_json_line
+from util.errors import main_guard
+CHILD = '''
+import os, signal, sys, time
+def save(signum, frame):
+  time.sleep(0.5)  # a checkpoint takes a while
+  open(os.path.join(sys.argv[1], sys.argv[2] + '.saved'), 'w').close()
+  sys.exit(143)
+signal.signal(signal.SIGTERM, save)
+open(os.path.join(sys.argv[1], sys.argv[2] + '.pid'), 'w').write(
+    str(os.getpid()))
+time.sleep(120)
+'''
+jobs = [Job(key=k, group="g", units=1, argv=["-c", CHILD, sys.argv[1], k],
+            parse=last_json_line) for k in ("a", "b")]
+main_guard(lambda: JobRunner(sys.argv[1], parallel=2).run(jobs))()
+"""
+
+
+def test_sigterm_stops_the_jobs_which_save_first(tmp_path):
+  d = str(tmp_path)
+  proc = subprocess.Popen([sys.executable, "-c", RUNNER, d], cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=ROOT), text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  pids = [os.path.join(d, k + ".pid") for k in "ab"]
+  deadline = time.time() + 60
+  while not all(os.path.exists(p) and os.path.getsize(p) for p in pids):
+    assert time.time() < deadline and proc.poll() is None
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGTERM)
+  out, err = proc.communicate(timeout=60)
+  assert proc.returncode == 2, err
+  assert err.strip().splitlines()[-1].startswith(
+      "error: stopped by SIGTERM"), err
+  for k in "ab":  # each job got the notice and saved before the runner ended
+    assert os.path.exists(os.path.join(d, k + ".saved")), k
+    with open(os.path.join(d, k + ".pid")) as f:
+      assert not os.path.exists(f"/proc/{f.read()}"), k  # and is gone
