@@ -53,7 +53,7 @@ class ComparisonConfig:
   scoring_hparams: dict = dataclasses.field(default_factory=dict)
 
   # Jobs run at once, each with cores / N threads. On a 2-core CPU two
-  # one-thread jobs do 1.24x the work of one two-thread job (README); a
+  # one-thread jobs do 1.13x the work of one two-thread job (README); a
   # job waits only for its own run's pretraining.
   parallel_jobs: int = 1
 
