@@ -115,7 +115,7 @@ class JobRunner:
     print(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already done",
           flush=True)
     start, started = time.time(), len(jobs) - len(todo)
-    pending, running = list(todo), {}
+    pending, running = list(todo), {}  # running: future -> (job, began)
     with concurrent.futures.ThreadPoolExecutor(self.parallel) as pool:
       try:
         while pending or running:
@@ -123,16 +123,10 @@ class JobRunner:
             job = next((j for j in pending if self._ready(j)), None)
             if job is None:
               break
-            seconds, untimed = self.eta(pending + [r for r, _ in
-                                                   running.values()])
-            eta = format_seconds(seconds) if seconds else "?"
-            if untimed:  # no job of these groups has finished yet
-              eta += f" + untimed {', '.join(sorted(untimed))}"
-            pending.remove(job)
             started += 1
-            print(f"[{started}/{len(jobs)}] {job.key} | elapsed "
-                  f"{format_seconds(time.time() - start)} | ETA {eta}",
-                  flush=True)
+            self._announce(job, f"[{started}/{len(jobs)}]", start,
+                           pending + [j for j, _ in running.values()])
+            pending.remove(job)
             running[pool.submit(self._execute, job)] = (job, time.time())
           if not running:
             raise UserError(f"{pending[0].key} waits for a job that is not "
@@ -141,11 +135,7 @@ class JobRunner:
               running, return_when=concurrent.futures.FIRST_COMPLETED)
           for future in done:
             job, began = running.pop(future)
-            result = job.parse(job, future.result())
-            storage.write_text_atomic(self._state_path(job.key), json.dumps(
-                {"result": result, "seconds": time.time() - began,
-                 "units": job.units, "group": job.group, "info": job.info},
-                indent=2))
+            self._record(job, job.parse(job, future.result()), began)
             if after_each:
               after_each()
       except BaseException:
@@ -153,6 +143,20 @@ class JobRunner:
           proc.terminate()  # leaves no orphan behind (pretraining saves)
         raise
     print(f"all {len(jobs)} jobs done", flush=True)
+
+  def _announce(self, job, counter, start, remaining):
+    seconds, untimed = self.eta(remaining)
+    eta = format_seconds(seconds) if seconds else "?"
+    if untimed:  # no job of these groups has finished yet
+      eta += f" + untimed {', '.join(sorted(untimed))}"
+    print(f"{counter} {job.key} | elapsed "
+          f"{format_seconds(time.time() - start)} | ETA {eta}", flush=True)
+
+  def _record(self, job, result, began):
+    storage.write_text_atomic(self._state_path(job.key), json.dumps(
+        {"result": result, "seconds": time.time() - began,
+         "units": job.units, "group": job.group, "info": job.info},
+        indent=2))
 
   def _execute(self, job):
     log_path = os.path.join(self.log_dir, job.key + ".log")
