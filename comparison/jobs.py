@@ -5,8 +5,9 @@ well, so a rerun of the same command skips what is finished; pretraining
 resumes from its last checkpoint by itself. Progress lines carry an ETA from
 the seconds per unit (FLOPs for pretraining, one run for the rest) of the
 jobs of the same group finished so far. With parallel > 1 the runner keeps
-that many jobs going at once, each with its share of the cores, starting the
-first job in order whose `after` jobs have finished.
+that many jobs going at once, each with its share of the cores. A free slot
+takes the first job in order whose `after` jobs have finished, a `defer` job
+only when no other is ready.
 """
 
 import concurrent.futures
@@ -38,6 +39,9 @@ class Job:
   echo: bool = False  # show the job's own log lines (pretraining)
   info: dict = dataclasses.field(default_factory=dict)
   after: tuple = ()  # keys of the jobs that must finish first
+  # Started only when no other job is ready: a new pretraining waits while
+  # a finished run's evals and fine-tunes are to do, so results come early.
+  defer: bool = False
 
 
 class JobRunner:
@@ -120,9 +124,10 @@ class JobRunner:
       try:
         while pending or running:
           while len(running) < self.parallel:
-            job = next((j for j in pending if self._ready(j)), None)
-            if job is None:
+            ready = [j for j in pending if self._ready(j)]
+            if not ready:
               break
+            job = next((j for j in ready if not j.defer), ready[0])
             started += 1
             self._announce(job, f"[{started}/{len(jobs)}]", start,
                            pending + [j for j, _ in running.values()])

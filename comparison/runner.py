@@ -1,11 +1,13 @@
 """The comparison's jobs in order, and the plan kept beside its results.
 
-Order: build the data (or reuse it), pretrain every objective, evaluate
-every kept checkpoint, fine-tune the final models (the headline table),
-score BLiMP, then fine-tune the intermediate checkpoints (the curves). The
-report is rewritten after each job, so partial results are readable early.
-With --parallel-jobs N, N jobs run at once; each job after the pretraining
-waits only for its own run's (Job.after).
+Order: build the data (or reuse it), then pretrain each objective and, as
+soon as its pretraining ends, that run's jobs: evaluate every kept
+checkpoint, fine-tune the final model (the headline table), score BLiMP,
+fine-tune the intermediate checkpoints (the curves). The next pretraining
+starts only when no finished run has a job left (Job.defer), so each row
+is complete hours before the last. With --parallel-jobs N, N jobs run at
+once. The report is rewritten after each job, so partial results are
+readable early.
 """
 
 import json
@@ -56,7 +58,7 @@ def build_jobs(config, runs):
     pretrain.append(J.Job(
         key=f"pretrain-{run.name}", group="pretrain", units=run.flops,
         argv=_pretrain_argv(config, run), parse=J.pretrain_result, echo=True,
-        info={"steps": run.steps}))
+        info={"steps": run.steps}, defer=True))
     for step in run.checkpoint_steps:
       evals.append(J.Job(
           key=f"eval-{run.name}-{step}", group="eval", units=1,

@@ -26,9 +26,9 @@ THREAD_VARS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
                "OMP_NUM_THREADS")
 
 
-def job(key, seconds=0.0, after=(), code=TIMED):
+def job(key, seconds=0.0, after=(), code=TIMED, defer=False):
   return Job(key=key, group="g", units=1, argv=["-c", code, str(seconds)],
-             parse=last_json_line, after=after)
+             parse=last_json_line, after=after, defer=defer)
 
 
 @pytest.fixture(autouse=True)
@@ -60,6 +60,24 @@ def test_one_job_at_a_time_keeps_the_order_and_the_threads(tmp_path):
   a, b = runner.result("a"), runner.result("b")
   assert b["began"] >= a["ended"]
   assert a["threads"] is None  # TensorFlow's default: every core
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_a_finished_runs_jobs_come_before_the_next_pretraining(tmp_path,
+                                                               parallel):
+  runner = JobRunner(str(tmp_path), parallel=parallel)
+  # Three runs' pretraining (deferred) and each run's eval; run 1 is short.
+  jobs = [job("p1", 0.1, defer=True), job("p2", 3.0, defer=True),
+          job("p3", 0.1, defer=True)]
+  jobs += [job(f"e{i}", 0.1, after=(f"p{i}",)) for i in (1, 2, 3)]
+  runner.run(jobs)
+  began = {j.key: runner.result(j.key)["began"] for j in jobs}
+  order = sorted(began, key=began.get)
+  if parallel == 1:  # each run finished before the next one starts
+    assert order == ["p1", "e1", "p2", "e2", "p3", "e3"]
+  else:  # p1 and p2 at once; p1's slot does e1 before it takes p3
+    assert order[:2] in (["p1", "p2"], ["p2", "p1"])
+    assert began["e1"] < began["p3"] < began["e2"]
 
 
 def test_a_failed_job_stops_the_others_and_names_itself(tmp_path, capsys):
