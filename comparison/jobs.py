@@ -144,8 +144,12 @@ class JobRunner:
             if after_each:
               after_each()
       except BaseException:
-        for proc in list(self._procs):  # a failed or killed harness
-          proc.terminate()  # leaves no orphan behind (pretraining saves)
+        procs = list(self._procs)  # a failed or killed harness leaves no
+        if procs:  # orphan behind; pretraining saves before it exits
+          print(f"stopping {len(procs)} running job(s); pretraining saves "
+                "a checkpoint first", flush=True)
+        for proc in procs:
+          proc.terminate()
         raise
     print(f"all {len(jobs)} jobs done", flush=True)
 

@@ -89,7 +89,8 @@ def test_a_failed_job_stops_the_others_and_names_itself(tmp_path, capsys):
     runner.run([job("a", 60.0), job("b", code=failing)])
   assert time.time() - began < 30  # a was terminated, not waited for
   assert runner.result("a") is None and runner.result("b") is None
-  assert "[2/2] b" in capsys.readouterr().out
+  out = capsys.readouterr().out
+  assert "[2/2] b" in out and "stopping 1 running job(s)" in out
 
 
 def test_a_job_waiting_on_an_unplanned_one_is_an_error(tmp_path):
