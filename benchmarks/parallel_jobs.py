@@ -28,11 +28,10 @@ if ROOT not in sys.path:  # run as a script: make the repo importable
 
 from benchmarks import scratch, write_json  # noqa: E402
 from benchmarks.pretrain_throughput import write_synthetic_data  # noqa: E402
+from comparison.jobs import THREAD_VARS, threads_per_job  # noqa: E402
 from util.machine import cpu_kind  # noqa: E402
 
 SPEED = re.compile(r"\| ([\d.]+) seq/s \|")
-THREAD_VARS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
-               "OMP_NUM_THREADS")
 
 
 def start(objective, args, tfrecords, work_dir, threads):
@@ -93,8 +92,7 @@ def main(argv=None):
   p.add_argument("--json", default="")
   args = p.parse_args(argv)
   objectives = [o.strip() for o in args.objectives.split(",") if o.strip()]
-  cores = len(os.sched_getaffinity(0))
-  threads = max(1, cores // len(objectives))
+  threads = threads_per_job(len(objectives))
   print(f"machine: {cpu_kind()}", flush=True)
   with scratch("parallel_jobs_") as work_dir:
     data_dir = os.path.join(work_dir, "data")

@@ -27,6 +27,14 @@ from util import storage
 from util.errors import UserError
 
 FINAL = "final"
+# The thread counts a job's TensorFlow (and OpenMP) reads from its env.
+THREAD_VARS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+               "OMP_NUM_THREADS")
+
+
+def threads_per_job(parallel):
+  """Each of `parallel` jobs' share of this process's cores."""
+  return max(1, len(os.sched_getaffinity(0)) // parallel)
 
 
 @dataclasses.dataclass
@@ -173,10 +181,8 @@ class JobRunner:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     echo = "    "
     if self.parallel > 1:  # the cores shared out; the lines told apart
-      threads = str(max(1, len(os.sched_getaffinity(0)) // self.parallel))
-      for name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
-                   "OMP_NUM_THREADS"):
-        env.setdefault(name, threads)
+      for name in THREAD_VARS:
+        env.setdefault(name, str(threads_per_job(self.parallel)))
       echo = f"    [{job.key}] "
     lines = []
     with open(log_path, "a") as log:
