@@ -54,8 +54,13 @@ class ComparisonConfig:
 
   # Jobs run at once, each with cores / N threads. On a 2-core CPU two
   # one-thread jobs do 1.13x the work of one two-thread job (README); a
-  # job waits only for its own run's pretraining.
+  # checkpoint's jobs wait only for that checkpoint.
   parallel_jobs: int = 1
+  # Comma-separated glob patterns of job keys (pretrain-electra,
+  # eval-electra-2500, finetune-electra-5000-rte-1, blimp-electra): runs
+  # just those, e.g. a saved checkpoint's fine-tunes while the full command
+  # pretrains in another process, which then skips what this one finished.
+  only: str = ""
 
   dry_run: bool = False  # print the plan (steps, FLOPs per run) and stop
 

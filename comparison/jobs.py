@@ -6,8 +6,10 @@ resumes from its last checkpoint by itself. Progress lines carry an ETA from
 the seconds per unit (FLOPs for pretraining, one run for the rest) of the
 jobs of the same group finished so far. With parallel > 1 the runner keeps
 that many jobs going at once, each with its share of the cores. A free slot
-takes the first job in order whose `after` jobs have finished, a `defer` job
-only when no other is ready.
+takes the first job in order whose `after` jobs have finished (or whose
+`ready_file` exists: a checkpoint's jobs start once it is saved), a `defer`
+job only when no other is ready. A job that another process (e.g. a
+`--only` run) finished meanwhile is skipped when its turn comes.
 """
 
 import concurrent.futures
@@ -27,6 +29,7 @@ from util import storage
 from util.errors import UserError
 
 FINAL = "final"
+POLL_SECONDS = 10  # how often a waiting runner looks for new checkpoints
 # The thread counts a job's TensorFlow (and OpenMP) reads from its env.
 THREAD_VARS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
                "OMP_NUM_THREADS")
@@ -50,6 +53,9 @@ class Job:
   # Started only when no other job is ready: a new pretraining waits while
   # a finished run's evals and fine-tunes are to do, so results come early.
   defer: bool = False
+  # Makes the job ready before its `after` jobs end: a checkpoint's index
+  # (written last), so its evals and fine-tunes need not wait for the run.
+  ready_file: str = ""
 
 
 class JobRunner:
@@ -101,7 +107,18 @@ class JobRunner:
     return seconds / self.parallel, untimed
 
   def _ready(self, job):
+    if job.ready_file and storage.exists(job.ready_file):
+      return True
     return all(storage.exists(self._state_path(k)) for k in job.after)
+
+  def _waiting(self, job):
+    """Why `job` cannot start, for the error when nothing else runs."""
+    missing = [k for k in job.after if not storage.exists(self._state_path(k))]
+    why = f"{job.key} waits for {', '.join(missing)}, which this command " \
+          "does not run"
+    if job.ready_file:
+      why += f" (or for its checkpoint {job.ready_file}, not saved yet)"
+    return why
 
   def run(self, jobs, after_each=None):
     """Runs what is not done yet. A SIGTERM stops the running jobs as a
@@ -132,6 +149,9 @@ class JobRunner:
       try:
         while pending or running:
           while len(running) < self.parallel:
+            for j in [j for j in pending if self.result(j.key) is not None]:
+              pending.remove(j)  # finished by another process meanwhile
+              started += 1
             ready = [j for j in pending if self._ready(j)]
             if not ready:
               break
@@ -142,10 +162,13 @@ class JobRunner:
             pending.remove(job)
             running[pool.submit(self._execute, job)] = (job, time.time())
           if not running:
-            raise UserError(f"{pending[0].key} waits for a job that is not "
-                            f"planned: {', '.join(pending[0].after)}")
+            if not pending:
+              break
+            raise UserError(self._waiting(pending[0]))
+          # A timeout, so that a checkpoint saved meanwhile frees its jobs.
           done, _ = concurrent.futures.wait(
-              running, return_when=concurrent.futures.FIRST_COMPLETED)
+              running, timeout=POLL_SECONDS,
+              return_when=concurrent.futures.FIRST_COMPLETED)
           for future in done:
             job, began = running.pop(future)
             self._record(job, job.parse(job, future.result()), began)

@@ -1,15 +1,17 @@
 """The comparison's jobs in order, and the plan kept beside its results.
 
-Order: build the data (or reuse it), then pretrain each objective and, as
-soon as its pretraining ends, that run's jobs: evaluate every kept
-checkpoint, fine-tune the final model (the headline table), score BLiMP,
-fine-tune the intermediate checkpoints (the curves). The next pretraining
-starts only when no finished run has a job left (Job.defer), so each row
-is complete hours before the last. With --parallel-jobs N, N jobs run at
-once. The report is rewritten after each job, so partial results are
-readable early.
+Order: build the data (or reuse it), then pretrain each objective and
+run each checkpoint's jobs as soon as it is saved: evaluate it, fine-tune
+it (the final model's are the headline table, the others the curves), score
+BLiMP with the final model. The next pretraining starts only when no saved
+checkpoint has a job left (Job.defer), so each row is complete hours before
+the last. With --parallel-jobs N, N jobs run at once; `--only PATTERNS`
+runs just the matching jobs, e.g. a saved checkpoint's while the full
+command pretrains in another process. The report is rewritten after each
+job, so partial results are readable early.
 """
 
+import fnmatch
 import json
 import os
 
@@ -44,6 +46,11 @@ def _checkpoint(config, run, step):
   return os.path.join(_model_dir(config, run), f"ckpt-{step}")
 
 
+def _saved(config, run, step):
+  """The file whose existence says the checkpoint is complete."""
+  return _checkpoint(config, run, step) + ".index"
+
+
 def _pretrain_argv(config, run):
   hparams = os.path.join(config.output_dir, "plan", run.name + ".json")
   return ["run_pretraining.py", "--data-dir", config.data_dir,
@@ -66,7 +73,7 @@ def build_jobs(config, runs):
               "--no-do-train", "--do-eval",
               "--eval-checkpoint", _checkpoint(config, run, step)],
           parse=J.last_json_line, info={"run": run.name, "step": step},
-          after=after))
+          after=after, ready_file=_saved(config, run, step)))
     for step in [run.checkpoint_steps[k - 1]
                  for k in config.finetune_indices]:
       for task in config.task_names:
@@ -84,6 +91,7 @@ def build_jobs(config, runs):
           job = J.Job(key=f"finetune-{run.name}-{step}-{task}-{seed}",
                       group=f"finetune-{task}", units=1, argv=argv,
                       parse=J.finetune_result, after=after,
+                      ready_file=_saved(config, run, step),
                       info={"run": run.name, "step": step, "task": task,
                             "seed": seed, "output_dir": out})
           (final_ft if step == run.steps else curve_ft).append(job)
@@ -97,12 +105,28 @@ def build_jobs(config, runs):
         argv += ["--hparams", json.dumps(config.scoring_hparams)]
       blimp.append(J.Job(key=f"blimp-{run.name}", group="blimp", units=1,
                          argv=argv, parse=J.blimp_result, after=after,
+                         ready_file=_saved(config, run, run.steps),
                          info={"run": run.name, "results_file": results}))
   # Across objectives within each task, so the table fills evenly.
   final_ft.sort(key=lambda j: (j.info["task"], j.info["seed"]))
   curve_ft.sort(key=lambda j: (j.info["step"], j.info["task"],
                                j.info["seed"]))
   return pretrain + evals + final_ft + blimp + curve_ft
+
+
+def select(jobs, only):
+  """The jobs whose key matches one of the comma-separated glob patterns
+  (all jobs when there are none)."""
+  patterns = [p.strip() for p in only.split(",") if p.strip()]
+  if not patterns:
+    return jobs
+  chosen = [j for j in jobs if any(fnmatch.fnmatchcase(j.key, p)
+                                   for p in patterns)]
+  if not chosen:
+    examples = ", ".join(j.key for j in jobs[:2] + jobs[-1:])
+    raise UserError(f"no planned job matches --only '{only}'; job keys look "
+                    f"like {examples}")
+  return chosen
 
 
 # Settings that the finished jobs of a kind were run with: a rerun may add
@@ -182,7 +206,7 @@ def run(config, command=""):
   print(P.format_plan(budget, runs), flush=True)
   check_plan(config, budget, runs, runner)
   storage.makedirs(os.path.join(config.output_dir, "blimp"))
-  jobs = build_jobs(config, runs)
+  jobs = select(build_jobs(config, runs), config.only)
 
   def write_report():
     report.write(config, budget, runs, runner, command)

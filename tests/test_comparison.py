@@ -157,6 +157,20 @@ def test_harness_end_to_end_and_resume(tmp_path):
   with open(os.path.join(out, "results.json")) as f:
     assert json.load(f)["objectives"] == runs
 
+  # --only runs just the matching jobs that are not done: here one eval.
+  half = runs["mlm"]["steps"] // 2
+  os.remove(os.path.join(out, "jobs", f"eval-mlm-{half}.json"))
+  only = run_cli("--output-dir", out, *TOY, "--only", "eval-mlm-*")
+  assert only.returncode == 0, only.stderr
+  assert "2 jobs, 1 already done" in only.stdout
+  assert f"[2/2] eval-mlm-{half}" in only.stdout
+  with open(os.path.join(out, "results.json")) as f:
+    again_eval = json.load(f)["objectives"]["mlm"]["checkpoints"][0]["eval"]
+  assert again_eval == pytest.approx(runs["mlm"]["checkpoints"][0]["eval"])
+  none = run_cli("--output-dir", out, *TOY, "--only", "nothing-*")
+  assert none.returncode == 2
+  assert "no planned job matches --only 'nothing-*'" in none.stderr
+
   # Another budget in the same directory would mix two experiments.
   changed = [a if a != "2e12" else "3e12" for a in TOY]
   refused = run_cli("--output-dir", out, *changed)

@@ -6,12 +6,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
+from comparison import jobs as J
 from comparison.jobs import Job, JobRunner, last_json_line
 from comparison.config import ROOT
+from comparison.runner import select
 from util.errors import UserError
 
 # A job that records when it ran and the threads it was given.
@@ -26,9 +29,10 @@ THREAD_VARS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
                "OMP_NUM_THREADS")
 
 
-def job(key, seconds=0.0, after=(), code=TIMED, defer=False):
+def job(key, seconds=0.0, after=(), code=TIMED, defer=False, ready_file=""):
   return Job(key=key, group="g", units=1, argv=["-c", code, str(seconds)],
-             parse=last_json_line, after=after, defer=defer)
+             parse=last_json_line, after=after, defer=defer,
+             ready_file=ready_file)
 
 
 @pytest.fixture(autouse=True)
@@ -95,9 +99,58 @@ def test_a_failed_job_stops_the_others_and_names_itself(tmp_path, capsys):
 
 def test_a_job_waiting_on_an_unplanned_one_is_an_error(tmp_path):
   runner = JobRunner(str(tmp_path), parallel=2)
-  with pytest.raises(UserError, match="x waits for a job that is not "
-                                      "planned: nothing"):
+  with pytest.raises(UserError, match="x waits for nothing, which this "
+                                      "command does not run"):
     runner.run([job("x", after=("nothing",))])
+
+
+# A "pretraining" that saves a checkpoint (argv[2]) 1 s in, then trains on.
+SAVES = """
+import json, sys, time
+time.sleep(1.0)
+open(sys.argv[2], "w").close()
+saved = time.time()
+time.sleep(float(sys.argv[1]))
+print(json.dumps({"saved": saved, "ended": time.time()}))
+"""
+
+
+def test_a_checkpoints_jobs_start_once_it_is_saved(tmp_path, monkeypatch):
+  monkeypatch.setattr(J, "POLL_SECONDS", 0.1)
+  index = str(tmp_path / "ckpt-1.index")
+  pretrain = Job(key="p", group="g", units=1, argv=["-c", SAVES, "3", index],
+                 parse=last_json_line)
+  runner = JobRunner(str(tmp_path / "out"), parallel=2)
+  runner.run([pretrain, job("e", 0.1, after=("p",), ready_file=index)])
+  p, e = runner.result("p"), runner.result("e")
+  assert p["saved"] <= e["began"] < p["ended"]  # not before, nor at the end
+
+
+def test_a_job_another_process_finished_is_skipped(tmp_path):
+  out = str(tmp_path)
+  runner = JobRunner(out)
+
+  def other_process():  # e.g. `--only b` while the full command runs a
+    code = "import time; time.sleep(0.5); print('{\"by\": \"other\"}')"
+    JobRunner(out).run([job("b", code=code)])
+
+  thread = threading.Thread(target=other_process)
+  thread.start()
+  runner.run([job("a", 2.0), job("b", 0.0)])
+  thread.join()
+  assert runner.result("b") == {"by": "other"}  # not run a second time
+
+
+def test_only_selects_jobs_by_key_pattern():
+  jobs = [job(k) for k in ("pretrain-electra", "eval-electra-2500",
+                           "finetune-electra-5000-rte-1",
+                           "finetune-mlm-9002-rte-1")]
+  assert select(jobs, "") == jobs
+  picked = select(jobs, "finetune-*-rte-1, eval-electra-2500")
+  assert [j.key for j in picked] == [j.key for j in jobs[1:]]
+  with pytest.raises(UserError, match=r"no planned job matches --only "
+                     r"'blimp-\*'; job keys look like pretrain-electra"):
+    select(jobs, "blimp-*")
 
 
 # A runner of two jobs that each save (a file) when SIGTERM comes, as
