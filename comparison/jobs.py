@@ -73,6 +73,9 @@ class JobRunner:
   def _state_path(self, key):
     return os.path.join(self.state_dir, key + ".json")
 
+  def _done(self, key):
+    return storage.exists(self._state_path(key))
+
   def result(self, key):
     """A finished job's result (None when it has not finished)."""
     path = self._state_path(key)
@@ -109,11 +112,11 @@ class JobRunner:
   def _ready(self, job):
     if job.ready_file and storage.exists(job.ready_file):
       return True
-    return all(storage.exists(self._state_path(k)) for k in job.after)
+    return all(self._done(k) for k in job.after)
 
   def _waiting(self, job):
     """Why `job` cannot start, for the error when nothing else runs."""
-    missing = [k for k in job.after if not storage.exists(self._state_path(k))]
+    missing = [k for k in job.after if not self._done(k)]
     why = f"{job.key} waits for {', '.join(missing)}, which this command " \
           "does not run"
     if job.ready_file:
@@ -140,7 +143,7 @@ class JobRunner:
       signal.signal(signal.SIGTERM, previous)
 
   def _run(self, jobs, after_each):
-    todo = [j for j in jobs if self.result(j.key) is None]
+    todo = [j for j in jobs if not self._done(j.key)]
     print(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already done",
           flush=True)
     start, started = time.time(), len(jobs) - len(todo)
@@ -149,7 +152,7 @@ class JobRunner:
       try:
         while pending or running:
           while len(running) < self.parallel:
-            for j in [j for j in pending if self.result(j.key) is not None]:
+            for j in [j for j in pending if self._done(j.key)]:
               pending.remove(j)  # finished by another process meanwhile
               started += 1
             ready = [j for j in pending if self._ready(j)]
