@@ -8,8 +8,11 @@ jobs of the same group finished so far. With parallel > 1 the runner keeps
 that many jobs going at once, each with its share of the cores. A free slot
 takes the first job in order whose `after` jobs have finished (or whose
 `ready_file` exists: a checkpoint's jobs start once it is saved), a `defer`
-job only when no other is ready. A job that another process (e.g. a
-`--only` run) finished meanwhile is skipped when its turn comes.
+job only when no other is ready. Runners may share an output dir (e.g. a
+`--only` run beside the full command): a running job is claimed by a
+marker, OUTPUT_DIR/jobs/<key>.running, so no other runner starts it (or
+its resumed pretraining) meanwhile; a runner waits for the jobs another one
+runs, and skips those another one finished.
 """
 
 import concurrent.futures
@@ -18,6 +21,7 @@ import glob
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -67,6 +71,7 @@ class JobRunner:
     self.log_dir = os.path.join(output_dir, "logs")
     self.parallel = parallel
     self._procs = set()  # running children, stopped when the harness fails
+    self._claimed = set()  # keys whose marker this runner wrote
     storage.makedirs(self.state_dir)
     storage.makedirs(self.log_dir)
 
@@ -75,6 +80,57 @@ class JobRunner:
 
   def _done(self, key):
     return storage.exists(self._state_path(key))
+
+  def _marker(self, key):
+    return os.path.join(self.state_dir, key + ".running")
+
+  def _claim(self, key):
+    """Marks `key` as run by this process; False if another has it."""
+    try:
+      fd = os.open(self._marker(key), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+      return False
+    with os.fdopen(fd, "w") as f:
+      f.write(f"{os.getpid()} {socket.gethostname()}\n")
+    self._claimed.add(key)
+    return True
+
+  def _release(self, key):
+    self._claimed.discard(key)
+    try:
+      os.remove(self._marker(key))
+    except FileNotFoundError:
+      pass
+
+  def _holder(self, key):
+    """'PID on HOST' of the other runner running `key`, or None. A marker
+    whose process is gone (a killed runner) is removed."""
+    if key in self._claimed:
+      return None
+    try:
+      with open(self._marker(key)) as f:
+        pid, host = f.read().split()
+    except FileNotFoundError:
+      return None
+    except ValueError:  # being written by its claimer
+      return "a runner starting it"
+    if host == socket.gethostname():
+      try:
+        os.kill(int(pid), 0)
+      except ProcessLookupError:
+        self._release(key)
+        return None
+      except PermissionError:
+        pass  # alive, another user's
+    return f"{pid} on {host}"
+
+  def _elsewhere(self, job):
+    """(key, holder) of `job` or a job it needs run by another runner."""
+    for key in (job.key,) + tuple(job.after):
+      holder = self._holder(key)
+      if holder:
+        return key, holder
+    return None
 
   def result(self, key):
     """A finished job's result (None when it has not finished)."""
@@ -110,6 +166,8 @@ class JobRunner:
     return seconds / self.parallel, untimed
 
   def _ready(self, job):
+    if self._holder(job.key):
+      return False
     if job.ready_file and storage.exists(job.ready_file):
       return True
     return all(self._done(k) for k in job.after)
@@ -148,6 +206,7 @@ class JobRunner:
           flush=True)
     start, started = time.time(), len(jobs) - len(todo)
     pending, running = list(todo), {}  # running: future -> (job, began)
+    told = set()  # the keys whose wait for another runner was printed
     with concurrent.futures.ThreadPoolExecutor(self.parallel) as pool:
       try:
         while pending or running:
@@ -159,6 +218,8 @@ class JobRunner:
             if not ready:
               break
             job = next((j for j in ready if not j.defer), ready[0])
+            if not self._claim(job.key):
+              continue  # another runner took it just now
             started += 1
             self._announce(job, f"[{started}/{len(jobs)}]", start,
                            pending + [j for j, _ in running.values()])
@@ -167,7 +228,16 @@ class JobRunner:
           if not running:
             if not pending:
               break
-            raise UserError(self._waiting(pending[0]))
+            waits = dict(filter(None, map(self._elsewhere, pending)))
+            if not waits:
+              raise UserError(self._waiting(pending[0]))
+            for key in sorted(set(waits) - told):
+              told.add(key)
+              print(f"waiting for {key}, which another runner runs "
+                    f"(process {waits[key]}; if that is no runner, delete "
+                    f"{self._marker(key)})", flush=True)
+            time.sleep(POLL_SECONDS)
+            continue
           # A timeout, so that a checkpoint saved meanwhile frees its jobs.
           done, _ = concurrent.futures.wait(
               running, timeout=POLL_SECONDS,
@@ -175,6 +245,7 @@ class JobRunner:
           for future in done:
             job, began = running.pop(future)
             self._record(job, job.parse(job, future.result()), began)
+            self._release(job.key)  # after the record: never neither
             if after_each:
               after_each()
       except BaseException:
@@ -185,6 +256,10 @@ class JobRunner:
         for proc in procs:
           proc.terminate()
         raise
+      finally:
+        pool.shutdown(wait=True)  # the stopped jobs have exited
+        for key in list(self._claimed):
+          self._release(key)
     print(f"all {len(jobs)} jobs done", flush=True)
 
   def _announce(self, job, counter, start, remaining):

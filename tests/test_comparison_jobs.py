@@ -2,8 +2,10 @@
 a job only after the jobs it needs, and no orphan when one fails or the
 runner is stopped."""
 
+import glob
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -95,6 +97,7 @@ def test_a_failed_job_stops_the_others_and_names_itself(tmp_path, capsys):
   assert runner.result("a") is None and runner.result("b") is None
   out = capsys.readouterr().out
   assert "[2/2] b" in out and "stopping 1 running job(s)" in out
+  assert not list(tmp_path.glob("jobs/*.running"))  # a rerun may take them
 
 
 def test_a_job_waiting_on_an_unplanned_one_is_an_error(tmp_path):
@@ -139,6 +142,43 @@ def test_a_job_another_process_finished_is_skipped(tmp_path):
   runner.run([job("a", 2.0), job("b", 0.0)])
   thread.join()
   assert runner.result("b") == {"by": "other"}  # not run a second time
+
+
+def test_a_job_another_runner_runs_is_waited_for_not_run_twice(
+    tmp_path, monkeypatch, capsys):
+  # E.g. a rerun started while the last runner still stops: its pretraining
+  # must not resume from an older checkpoint beside the one saving.
+  monkeypatch.setattr(J, "POLL_SECONDS", 0.1)
+  out = str(tmp_path)
+  code = "import time; time.sleep(1.5); print('{\"by\": \"other\"}')"
+  other = threading.Thread(target=lambda: JobRunner(out).run(
+      [job("p", code=code)]))
+  other.start()
+  deadline = time.time() + 30
+  while not os.path.exists(os.path.join(out, "jobs", "p.running")):
+    assert time.time() < deadline, "the running job left no marker"
+    time.sleep(0.01)
+  runner = JobRunner(out, parallel=2)
+  runner.run([job("p", 60.0, defer=True), job("e", 0.0, after=("p",))])
+  other.join()
+  assert runner.result("p") == {"by": "other"}  # started once
+  assert runner.result("e")["began"] >= os.path.getmtime(
+      os.path.join(out, "jobs", "p.json"))
+  assert "waiting for p, which another runner runs (process " \
+      f"{os.getpid()} on " in capsys.readouterr().out
+  assert not list(tmp_path.glob("jobs/*.running"))
+
+
+def test_a_killed_runners_claim_is_taken_over(tmp_path):
+  gone = subprocess.Popen([sys.executable, "-c", "pass"])
+  gone.wait()  # a runner killed with -9 leaves its marker behind
+  (tmp_path / "jobs").mkdir()
+  (tmp_path / "jobs" / "a.running").write_text(
+      f"{gone.pid} {socket.gethostname()}\n")
+  runner = JobRunner(str(tmp_path))
+  runner.run([job("a", 0.0)])
+  assert runner.result("a") is not None
+  assert not list(tmp_path.glob("jobs/*.running"))
 
 
 def test_only_selects_jobs_by_key_pattern():
@@ -195,3 +235,4 @@ def test_sigterm_stops_the_jobs_which_save_first(tmp_path):
     assert os.path.exists(os.path.join(d, k + ".saved")), k
     with open(os.path.join(d, k + ".pid")) as f:
       assert not os.path.exists(f"/proc/{f.read()}"), k  # and is gone
+  assert not glob.glob(os.path.join(d, "jobs", "*.running"))  # unclaimed
