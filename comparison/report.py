@@ -21,6 +21,9 @@ TASK_TITLES = {"cola": "CoLA", "sst": "SST-2", "mrpc": "MRPC", "sts": "STS-B",
 # The eval metrics each objective's curve shows (the first one present).
 DISC_CURVE = ("disc_auc", "nce_auc")
 GEN_CURVE = ("masked_lm_accuracy", "cloze_accuracy")
+# The papers' baseline: every objective's GLUE score is set against BERT's
+# (ELECTRA Table 1 and Table 4), as the run is named on the command line.
+BASELINES = ("mlm", "bert")
 
 
 def _stats(values):
@@ -77,7 +80,31 @@ def collect(config, budget, runs, runner, command=""):
       entry["blimp"] = 100 * blimp["overall"]
       entry["blimp_pairs"] = blimp["pairs"]
     results["objectives"][run.name] = entry
+  results["versus_baseline"] = versus_baseline(results["objectives"])
   return results
+
+
+def versus_baseline(objectives):
+  """Each objective's GLUE margin over BERT's and whether the seeds show it.
+
+  A margin counts only when it is larger than the larger of the two seed
+  spreads (max - min over seeds); otherwise neither objective is shown
+  better. Empty until BERT and another objective have a GLUE score.
+  """
+  base = next((n for n in BASELINES if n in objectives), None)
+  if base is None or "glue_score" not in objectives[base]:
+    return {}
+  out = {}
+  for name, o in objectives.items():
+    if name == base or "glue_score" not in o:
+      continue
+    margin = o["glue_score"] - objectives[base]["glue_score"]
+    spread = max(o["glue_spread"], objectives[base]["glue_spread"])
+    verdict = ("ahead" if margin > spread else
+               "behind" if -margin > spread else "not shown different")
+    out[name] = {"baseline": base, "margin": margin, "spread": spread,
+                 "verdict": verdict}
+  return out
 
 
 def _cell(stats):
@@ -108,6 +135,13 @@ def markdown(results):
             "prefers the grammatical sentence. Every run spent "
             f"{results['budget_flops']:.2e} train FLOPs (ELECTRA appendix E "
             f"convention); {results['machine']}."]
+  versus = results.get("versus_baseline") or {}
+  if versus:
+    lines += ["", "Against BERT (GLUE, median of seeds; a margin counts when "
+              "it is larger than the larger seed spread of the two):"]
+  for name, v in versus.items():
+    lines.append(f"- {name}: {v['margin']:+.1f} over {v['baseline']}, "
+                 f"larger spread {v['spread']:.1f}: {v['verdict']}")
   return "\n".join(lines) + "\n"
 
 

@@ -7,9 +7,11 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from comparison import plan as P
+from comparison import report
 from comparison.config import ComparisonConfig
 from comparison.plan import OBJECTIVES
 from configure_pretraining import PretrainingConfig
@@ -147,6 +149,10 @@ def test_harness_end_to_end_and_resume(tmp_path):
   with open(os.path.join(out, "results.md")) as f:
     table = f.read()
   assert "| mlm |" in table and "| electra |" in table and "RTE" in table
+  margin = runs["electra"]["glue_score"] - runs["mlm"]["glue_score"]
+  assert results["versus_baseline"]["electra"]["margin"] == pytest.approx(
+      margin)
+  assert f"- electra: {margin:+.1f} over mlm" in table
   assert "[" in result.stdout and "ETA" in result.stdout
   assert "[pretrain-electra]" in result.stdout  # its lines told apart
 
@@ -176,3 +182,30 @@ def test_harness_end_to_end_and_resume(tmp_path):
   refused = run_cli("--output-dir", out, *changed)
   assert refused.returncode == 2
   assert "budget_flops" in refused.stderr.strip().splitlines()[-1]
+
+
+def test_margins_over_bert_count_only_beyond_the_seed_spread():
+  def run(seeds):  # per-seed GLUE scores, as collect() reduces them
+    return {"glue_score": float(np.median(seeds)),
+            "glue_spread": float(np.ptp(seeds)), "tasks": {}, "steps": 1,
+            "flops": 1.0}
+  objectives = {"mlm": run([48.0, 50.0, 51.0]),  # median 50, spread 3
+                "electra": run([55.0, 56.0, 57.5]),  # +6 > 3
+                "electric": run([49.0, 52.0, 54.5]),  # +2, spread 5.5
+                "script": run([40.0, 41.0, 42.0]),  # -9
+                "ale": {"tasks": {}, "steps": 1, "flops": 1.0}}  # not yet
+  versus = report.versus_baseline(objectives)
+  assert set(versus) == {"electra", "electric", "script"}
+  assert versus["electra"] == {"baseline": "mlm", "margin": 6.0,
+                               "spread": 3.0, "verdict": "ahead"}
+  assert versus["electric"]["spread"] == 5.5
+  assert versus["electric"]["verdict"] == "not shown different"
+  assert versus["script"]["verdict"] == "behind"
+  # No verdict before BERT has its score, nor without a BERT run.
+  assert report.versus_baseline(dict(objectives, mlm={"tasks": {}})) == {}
+  assert report.versus_baseline({"electra": objectives["electra"]}) == {}
+  table = report.markdown({"tasks": [], "objectives": objectives, "seeds": 3,
+                           "budget_flops": 1.0, "machine": "cpu",
+                           "versus_baseline": versus})
+  assert "- electra: +6.0 over mlm, larger spread 3.0: ahead" in table
+  assert "- script: -9.0 over mlm, larger spread 3.0: behind" in table
