@@ -56,16 +56,17 @@ def main():
   parser.add_argument("--max-seq-length", type=int, default=128)
   args = parser.parse_args()
   print(cpu_kind())
+  # Reading the TSVs needs no tokenizer; each checkpoint tokenizes with its own.
+  task = STS(FinetuningConfig(raw_data_dir=args.glue_dir), None)
+  train, dev = task.get_examples("train"), task.get_examples("dev")
+  y_train = np.array([float(e.label) for e in train])
+  y_dev = np.array([float(e.label) for e in dev])
   for path in args.checkpoints:
     pretrained = find_pretrained(path)
     tokenizer = runs.load_tokenizer_for(pretrained.config, args.vocab_file)
-    task = STS(FinetuningConfig(raw_data_dir=args.glue_dir), tokenizer)
-    train, dev = task.get_examples("train"), task.get_examples("dev")
     # The encoder that fine-tuning starts from (the discriminator's for
     # ELECTRA).
     encoder = source_encoder(runs.restore_model(pretrained), "discriminator")
-    y_train = np.array([float(e.label) for e in train])
-    y_dev = np.array([float(e.label) for e in dev])
     scores = []
     for name, x_train, x_dev in zip(
         ("[CLS]", "mean-pooled"),

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from comparison.plan import ALIASES
 from finetune.scorer import GLUE_METRICS
 from util import storage
 from util.machine import cpu_kind
@@ -21,9 +22,6 @@ TASK_TITLES = {"cola": "CoLA", "sst": "SST-2", "mrpc": "MRPC", "sts": "STS-B",
 # The eval metrics each objective's curve shows (the first one present).
 DISC_CURVE = ("disc_auc", "nce_auc")
 GEN_CURVE = ("masked_lm_accuracy", "cloze_accuracy")
-# The papers' baseline: every objective's GLUE score is set against BERT's
-# (ELECTRA Table 1 and Table 4), as the run is named on the command line.
-BASELINES = ("mlm", "bert")
 
 
 def _stats(values):
@@ -91,15 +89,18 @@ def versus_baseline(objectives):
   spreads (max - min over seeds); otherwise neither objective is shown
   better. Empty until BERT and another objective have a GLUE score.
   """
-  base = next((n for n in BASELINES if n in objectives), None)
-  if base is None or "glue_score" not in objectives[base]:
+  # The papers' baseline (ELECTRA Table 1 and Table 4): the run named mlm
+  # or its alias bert.
+  base = next((n for n in objectives if ALIASES.get(n, n) == "mlm"), None)
+  ref = objectives.get(base, {})
+  if "glue_score" not in ref:
     return {}
   out = {}
   for name, o in objectives.items():
     if name == base or "glue_score" not in o:
       continue
-    margin = o["glue_score"] - objectives[base]["glue_score"]
-    spread = max(o["glue_spread"], objectives[base]["glue_spread"])
+    margin = o["glue_score"] - ref["glue_score"]
+    spread = max(o["glue_spread"], ref["glue_spread"])
     verdict = ("ahead" if margin > spread else
                "behind" if -margin > spread else "not shown different")
     out[name] = {"baseline": base, "margin": margin, "spread": spread,
