@@ -2,6 +2,7 @@
 
   python benchmarks/profile_step.py [--size small] [--batch 32]
       [--precision bfloat16] [--top 20] [--json out.json]
+      [--hparams configs/electric_tiny.json]  # another objective's step
 
 Runs our Trainer's compiled train loop (as benchmarks/pretrain_throughput.py
 does) under the TensorFlow profiler with one inter-op thread, so ops run one
@@ -53,9 +54,11 @@ def profile_trainer(args, work_dir):
 
   tfrecords = throughput.write_synthetic_data(work_dir, args.seq_len,
                                               args.vocab_size)
+  hparams = [a for h in args.hparams for a in ("--hparams", h)]
   config = configure_pretraining.load_config([
       "--hparams", os.path.join(ROOT, "configs", f"electra_{args.size}.json"),
-      "--pretrain-tfrecords", tfrecords, "--model-dir", work_dir + "/model",
+      *hparams, "--pretrain-tfrecords", tfrecords,
+      "--model-dir", work_dir + "/model",
       "--max-seq-length", str(args.seq_len),
       "--train-batch-size", str(args.batch),
       "--mixed-precision", args.precision,
@@ -118,6 +121,9 @@ def main(argv=None):
   p = step_parser(__doc__)
   p.add_argument("--steps", type=int, default=2)
   p.add_argument("--top", type=int, default=20, help="ops listed by name")
+  p.add_argument("--hparams", action="append", default=[],
+                 help="more hparams (JSON file or string), e.g. another "
+                 "objective's config; later ones win")
   p.add_argument("--json", help="write the categories here")
   args = p.parse_args(argv)
   tf.config.threading.set_inter_op_parallelism_threads(1)

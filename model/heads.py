@@ -35,10 +35,25 @@ class MaskedLMHead(layers.Layer):
 
   def call(self, hidden, token_table):
     """hidden [..., hidden_size], token_table [vocab, emb] -> [..., vocab]."""
-    h = self.layer_norm(self.dense(hidden))
+    return self.project(self.transform(hidden), token_table)
+
+  def transform(self, hidden):
+    """[..., hidden_size] -> the states the vocabulary is scored on."""
+    return self.layer_norm(self.dense(hidden))
+
+  def project(self, h, token_table):
+    """Transformed states [..., emb] -> logits over the vocabulary."""
     table = ops.cast(token_table, h.dtype)
     logits = ops.matmul(h, ops.transpose(table))
     return logits + ops.cast(self.output_bias, logits.dtype)
+
+  def project_at(self, h, token_table, ids):
+    """The logit of ids [...] only, from transformed states [..., emb]: its
+    gradient reaches the table through the gathered rows, where a pick
+    from the full logits would scatter a [..., vocab] one-hot."""
+    rows = ops.take(ops.cast(token_table, h.dtype), ids, axis=0)
+    bias = ops.take(ops.cast(self.output_bias, h.dtype), ids, axis=0)
+    return ops.sum(h * rows, axis=-1) + bias
 
 
 class DiscriminatorHead(layers.Layer):

@@ -15,6 +15,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from configure_pretraining import PretrainingConfig
+from pretrain import losses
 from pretrain.objectives import build_model
 from tests.test_losses import np_log_softmax
 from tests.test_model import np_gelu
@@ -490,6 +491,7 @@ def np_electric(model, features, sampled):
   nce = np_mean(token_losses, mask)
   return dict(cloze=cloze, nce=nce, loss=h.gen_weight * cloze +
               h.disc_weight * nce, labels=labels, log_q=log_q,
+              cloze_correct=log_q_all.argmax(-1) == ids,
               energy=energy, nce_logits=energy + log_kq - np.log(n - k))
 
 
@@ -540,6 +542,12 @@ def test_electric_correct_sample_is_still_noise():
   assert out["nce_labels"].sum() == 7  # all weighted picks
   ref = np_electric(model, f, out["sampled_ids"])
   np.testing.assert_allclose(out["nce_loss"], ref["nce"], **TOL)
+  # q's top token is `token` everywhere: cloze accuracy is right exactly
+  # where the input holds it.
+  mask = f["input_mask"] > 0
+  np.testing.assert_array_equal(out["cloze_correct"][mask],
+                                ref["cloze_correct"][mask])
+  assert 0 < out["cloze_correct"][mask].sum() < mask.sum()
 
 
 def test_electric_nce_gradient_stops_at_q():
@@ -561,6 +569,27 @@ def test_electric_nce_gradient_stops_at_q():
   disc = grads(tape, out["nce_loss"],
                model.discriminator_predictions.trainable_variables)
   assert not any(is_zero(g) for g in disc.values())
+
+
+def test_electric_cloze_gradient_equals_full_cross_entropy():
+  """The cloze loss takes x_t's logit from the states (no [B, T, V]
+  one-hot): its gradient must equal that of the plain cross-entropy of
+  the full logits, for every generator variable incl. the tied table."""
+  model = make_model("electric")
+  f = make_batch()
+  variables = model.generator.trainable_variables
+  with tf.GradientTape(persistent=True) as tape:
+    out = model(f, training=False)
+    logits, _ = model.generator(f, None, training=False)
+    reference = losses.weighted_mean(
+        -losses.log_softmax_at(logits, f["input_ids"]), f["input_mask"])
+  np.testing.assert_allclose(out["cloze_loss"], reference, **TOL)
+  ours = grads(tape, out["cloze_loss"], variables)
+  theirs = grads(tape, reference, variables)
+  for path, grad in theirs.items():
+    np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(ours[path])),
+                               np.asarray(tf.convert_to_tensor(grad)),
+                               rtol=1e-4, atol=1e-6, err_msg=path)
 
 
 def test_electric_pll_is_minus_energy_of_clean_input():

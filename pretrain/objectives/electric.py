@@ -68,22 +68,30 @@ class ElectricModel(ElectraModel):
     weights = ops.cast(features["masked_lm_weights"], "float32")
 
     # q at every position, from the unmasked input: its MLE loss needs all
-    # of them, and the classifier needs q of every token it is shown.
-    cloze_logits, _ = self.generator(features, None, training=training)
+    # of them, and the classifier needs q of every token it is shown. These
+    # [B, T, V] logits dominate the step, so passes over them are few:
+    # logsumexp and one max; the input token's logit comes from the states.
+    cloze_logits, own_logit = self.generator.cloze(features, training)
     cloze_logits = ops.cast(cloze_logits, "float32")
     log_z = ops.logsumexp(cloze_logits, axis=-1)
-    cloze_nll = log_z - _pick(cloze_logits, input_ids)
+    cloze_nll = log_z - ops.cast(own_logit, "float32")
     cloze_loss = losses.weighted_mean(cloze_nll, input_mask, mask_denominator)
-    cloze_correct = ops.cast(ops.equal(
-        ops.cast(ops.argmax(cloze_logits, axis=-1), "int32"), input_ids),
-        "float32")
 
     # Algorithm 2: k noise samples in one pass, at the picked positions.
     sampled = sample_from_softmax(gather_positions(cloze_logits, positions),
                                   self.sample_seed, config.temperature)
     noised_ids, replaced = scatter_positions(input_ids, positions, sampled,
                                              weights)
-    log_q = ops.stop_gradient(_pick(cloze_logits, noised_ids) - log_z)
+    # Without gradient: the logits of the input and the shown token, in
+    # one gather; log q(shown) from the same logits as log Z.
+    logits = ops.stop_gradient(ops.take_along_axis(
+        cloze_logits, ops.stack([input_ids, ops.cast(noised_ids, "int32")],
+                                axis=-1), axis=-1))
+    log_q = logits[..., 1] - ops.stop_gradient(log_z)
+    # argmax == x_t as max <= logit(x_t) (a tie counts as correct): one
+    # reduction, where Keras' argmax first rewrites -0.0 in a full copy.
+    cloze_correct = ops.cast(logits[..., 0] >= ops.max(
+        ops.stop_gradient(cloze_logits), axis=-1), "float32")
     energy = self.energy(noised_ids, features, training)
     nce_logits = losses.electric_logits(
         energy, log_q, ops.sum(weights, axis=-1), ops.sum(input_mask, axis=-1))
@@ -145,8 +153,3 @@ def pll_metrics(pll_tokens, scoring_mask):
                                  max(scoring_mask.sum(), 1.0)),
           "pll_per_sequence": float(per_sequence.mean())}
 
-
-def _pick(logits, ids):
-  """logits [B, T, V] at ids [B, T] -> [B, T]."""
-  return ops.squeeze(ops.take_along_axis(
-      logits, ops.expand_dims(ops.cast(ids, "int32"), -1), axis=-1), -1)

@@ -108,6 +108,19 @@ class TwoTowerGenerator(keras.layers.Layer):
       hidden = gather_positions(hidden, positions)
     return self.predictions(hidden, self.token_table), hidden
 
+  def cloze(self, features, training=None):
+    """Logits at every position [B, T, V] and the logit of each input
+    token [B, T], the latter from the states rather than a pick from the
+    logits (see MaskedLMHead.project_at): a loss on it trains without a
+    [B, T, V] one-hot in the backward pass."""
+    if not self.built:  # not reached through __call__, which would build
+      self.build(None)
+    head = self.predictions
+    h = head.transform(self.states(features, training))
+    ids = ops.cast(features["input_ids"], "int32")
+    return (head.project(h, self.token_table),
+            head.project_at(h, self.token_table, ids))
+
 
 class FixedGenerator(keras.layers.Layer):
   """Uniform (all-zero logits) or unigram (log token frequencies) samples."""
