@@ -27,7 +27,7 @@ from pretrain.objectives.electra import binary_metrics
 from pretrain.objectives.electric import pll_metrics
 from pretrain.objectives.mlm import check_no_generator
 from pretrain.objectives.mlm import masked_lm_export_head
-from pretrain.sampling import gumbel_max_sample
+from pretrain.sampling import sample_from_softmax
 
 
 class ScriptModel(PretrainingModel):
@@ -89,10 +89,11 @@ class ScriptModel(PretrainingModel):
         mlm_logits, labels, weights, features.get("masked_lm_denominator"))
     mlm_predictions = ops.cast(ops.argmax(mlm_logits, axis=-1), "int32")
 
-    # Gumbel-max on log pi / tau: a hard sample of Eq. 3 (which, taken as
-    # argmax, would not depend on tau; ELECTRA-style temperature does).
-    sampled = gumbel_max_sample(mlm_logits, self.sample_seed,
-                                config.temperature)
+    # A hard sample of Eq. 3's Gumbel-softmax is a draw from softmax(log pi
+    # / tau) (Gumbel-max); the categorical kernel draws it without V
+    # Gumbel variables per pick.
+    sampled = sample_from_softmax(mlm_logits, self.sample_seed,
+                                  config.temperature)
     fake_ids, _ = scatter_positions(features["masked_input_ids"], positions,
                                     sampled, weights)
     disc_labels = ops.cast(ops.not_equal(fake_ids, input_ids),
