@@ -55,12 +55,13 @@ class MaskedLMHead(layers.Layer):
     return ops.matmul(h, ops.transpose(table))
 
   def project_at(self, h, token_table, ids):
-    """The logit of ids [...] only, from transformed states [..., emb]: its
-    gradient reaches the table through the gathered rows, where a pick
-    from the full logits would scatter a [..., vocab] one-hot."""
-    rows = ops.take(ops.cast(token_table, h.dtype), ids, axis=0)
-    bias = ops.take(ops.cast(self.output_bias, h.dtype), ids, axis=0)
-    return ops.sum(h * rows, axis=-1) + bias
+    """The float32 logit of ids [...] only, from transformed states
+    [..., emb]: its gradient reaches the table through the gathered rows,
+    where a pick from the full logits would scatter a [..., vocab] one-hot.
+    In float32, as a matmul accumulates, not as a bf16 sum would."""
+    rows = ops.take(ops.cast(token_table, "float32"), ids, axis=0)
+    bias = ops.take(ops.cast(self.output_bias, "float32"), ids, axis=0)
+    return ops.sum(ops.cast(h, "float32") * rows, axis=-1) + bias
 
 
 class DiscriminatorHead(layers.Layer):

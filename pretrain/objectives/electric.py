@@ -74,7 +74,7 @@ class ElectricModel(ElectraModel):
     cloze_logits, own_logit = self.generator.cloze(features, training)
     cloze_logits = ops.cast(cloze_logits, "float32")
     log_z = ops.logsumexp(cloze_logits, axis=-1)
-    cloze_nll = log_z - ops.cast(own_logit, "float32")
+    cloze_nll = log_z - own_logit
     cloze_loss = losses.weighted_mean(cloze_nll, input_mask, mask_denominator)
 
     # Algorithm 2: k noise samples in one pass, at the picked positions.
