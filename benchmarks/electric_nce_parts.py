@@ -15,6 +15,7 @@ likely under q than the real tokens are.
 import argparse
 import os
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -60,7 +61,6 @@ def main(argv=None):
   tf = import_tensorflow()
   from pretrain import config as configure_pretraining
   from pretrain.trainer import Trainer
-  import tempfile
   with tempfile.TemporaryDirectory() as model_dir:
     config = configure_pretraining.load_config(
         ["--data-dir", args.data_dir, "--model-dir", model_dir,

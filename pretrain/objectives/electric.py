@@ -82,16 +82,16 @@ class ElectricModel(ElectraModel):
                                   self.sample_seed, config.temperature)
     noised_ids, replaced = scatter_positions(input_ids, positions, sampled,
                                              weights)
-    # Without gradient: the logits of the input and the shown token, in
-    # one gather; log q(shown) from the same logits as log Z.
-    logits = ops.stop_gradient(ops.take_along_axis(
+    # The logits of the input and the shown token in one gather; log q of
+    # the shown token from the same logits as log Z, without gradient.
+    logits = ops.take_along_axis(
         cloze_logits, ops.stack([input_ids, ops.cast(noised_ids, "int32")],
-                                axis=-1), axis=-1))
-    log_q = logits[..., 1] - ops.stop_gradient(log_z)
+                                axis=-1), axis=-1)
+    log_q = ops.stop_gradient(logits[..., 1] - log_z)
     # argmax == x_t as max <= logit(x_t) (a tie counts as correct): one
     # reduction, where Keras' argmax first rewrites -0.0 in a full copy.
-    cloze_correct = ops.cast(logits[..., 0] >= ops.max(
-        ops.stop_gradient(cloze_logits), axis=-1), "float32")
+    cloze_correct = ops.cast(
+        logits[..., 0] >= ops.max(cloze_logits, axis=-1), "float32")
     energy = self.energy(noised_ids, features, training)
     nce_logits = losses.electric_logits(
         energy, log_q, ops.sum(weights, axis=-1), ops.sum(input_mask, axis=-1))
