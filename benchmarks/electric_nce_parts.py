@@ -9,7 +9,10 @@ For each checkpoint, on `--batches` eval batches, prints the ROC AUC (noise
 their sum, with each part's mean over noise and data tokens. A sum below
 0.5 with log q below 0.5 says the noise distribution, not the energy, ranks
 noise under data: early in training q is broad, and its samples are less
-likely under q than the real tokens are.
+likely under q than the real tokens are. The correlation of E with log q
+shows whether E has learnt to cancel q's own scores (about -1 with equal
+standard deviations when E ~ -log q, NCE skill 0), the first step before E
+can model the data better than q does.
 """
 
 import argparse
@@ -75,7 +78,10 @@ def main(argv=None):
       for key in ("log_q", "energy", "nce_logits"):
         v = got[key]
         print(f"  {key:<10} AUC {roc_auc_score(noise, v):.3f}   mean on "
-              f"noise {v[noise].mean():7.3f}, on data {v[~noise].mean():7.3f}")
+              f"noise {v[noise].mean():7.3f}, on data {v[~noise].mean():7.3f}"
+              f", std {v.std():6.3f}")
+      corr = np.corrcoef(got["energy"], got["log_q"])[0, 1]
+      print(f"  corr(E, log q) {corr:.3f}")
 
 
 if __name__ == "__main__":
