@@ -83,11 +83,12 @@ class ElectricModel(ElectraModel):
     noised_ids, replaced = scatter_positions(input_ids, positions, sampled,
                                              weights)
     # The logits of the input and the shown token in one gather; log q of
-    # the shown token from the same logits as log Z, without gradient.
+    # the shown token from the same logits as log Z (electric_logits stops
+    # its gradient).
     logits = ops.take_along_axis(
         cloze_logits, ops.stack([input_ids, ops.cast(noised_ids, "int32")],
                                 axis=-1), axis=-1)
-    log_q = ops.stop_gradient(logits[..., 1] - log_z)
+    log_q = logits[..., 1] - log_z
     # argmax == x_t as max <= logit(x_t) (a tie counts as correct): one
     # reduction, where Keras' argmax first rewrites -0.0 in a full copy.
     cloze_correct = ops.cast(
