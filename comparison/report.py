@@ -155,6 +155,8 @@ def plot(results, path_glue, path_curves):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  # One colour per objective in every panel, whichever have points yet.
+  colors = {name: f"C{i}" for i, name in enumerate(results["objectives"])}
   fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=100)
   for name, o in results["objectives"].items():
     points = [c for c in o["checkpoints"] if "glue_score" in c]
@@ -164,7 +166,8 @@ def plot(results, path_glue, path_curves):
     y = [c["glue_score"] for c in points]
     low = [c["glue_score"] - min(c["glue_seeds"]) for c in points]
     high = [max(c["glue_seeds"]) - c["glue_score"] for c in points]
-    ax.errorbar(x, y, yerr=[low, high], marker="o", capsize=3, label=name)
+    ax.errorbar(x, y, yerr=[low, high], marker="o", capsize=3, label=name,
+                color=colors[name])
   ax.set_xlabel("pretraining FLOPs")
   ax.set_ylabel("GLUE dev score (median of seeds)")
   ax.set_title(f"{results['model_size']} models, equal FLOPs", fontsize=10)
@@ -182,7 +185,7 @@ def plot(results, path_glue, path_curves):
                 for c in o["checkpoints"]]
       points = [p for p in points if p[1] is not None]
       if points:
-        ax.plot(*zip(*points), marker="o", label=name)
+        ax.plot(*zip(*points), marker="o", label=name, color=colors[name])
   axes[0].set_ylabel("discriminator AUC (Electric: NCE AUC)")
   axes[1].set_ylabel("generator / MLM accuracy at masks")
   for ax in axes:
