@@ -181,12 +181,13 @@ class JobRunner:
       why += f" (or for its checkpoint {job.ready_file}, not saved yet)"
     return why
 
-  def run(self, jobs, after_each=None):
-    """Runs what is not done yet. A SIGTERM stops the running jobs as a
-    failure does: each gets SIGTERM (pretraining saves a checkpoint) and the
-    runner ends with a UserError once they have."""
+  def run(self, jobs, after_each=None, redo=False):
+    """Runs what is not done yet (with `redo`, every job again). A SIGTERM
+    stops the running jobs as a failure does: each gets SIGTERM (pretraining
+    saves a checkpoint) and the runner ends with a UserError once they
+    have."""
     if threading.current_thread() is not threading.main_thread():
-      return self._run(jobs, after_each)
+      return self._run(jobs, after_each, redo)
 
     def stop(signum, frame):
       del signum, frame
@@ -196,12 +197,12 @@ class JobRunner:
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-      return self._run(jobs, after_each)
+      return self._run(jobs, after_each, redo)
     finally:
       signal.signal(signal.SIGTERM, previous)
 
-  def _run(self, jobs, after_each):
-    todo = [j for j in jobs if not self._done(j.key)]
+  def _run(self, jobs, after_each, redo):
+    todo = [j for j in jobs if redo or not self._done(j.key)]
     print(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already done",
           flush=True)
     start, started = time.time(), len(jobs) - len(todo)
@@ -211,7 +212,8 @@ class JobRunner:
       try:
         while pending or running:
           while len(running) < self.parallel:
-            for j in [j for j in pending if self._done(j.key)]:
+            for j in [j for j in pending
+                      if not redo and self._done(j.key)]:
               pending.remove(j)  # finished by another process meanwhile
               started += 1
             ready = [j for j in pending if self._ready(j)]

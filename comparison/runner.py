@@ -201,7 +201,9 @@ def run(config, command=""):
   storage.makedirs(config.output_dir)
   runner = J.JobRunner(config.output_dir, config.parallel_jobs)
   if not storage.exists(metadata):
-    runner.run([data_job(config)])
+    # Its record may be kept without the TFRecords (jobs/ travels with the
+    # results to a new machine): build them whatever the record says.
+    runner.run([data_job(config)], redo=True)
   budget, runs = _plan(config, metadata)
   print(P.format_plan(budget, runs), flush=True)
   check_plan(config, budget, runs, runner)

@@ -4,6 +4,7 @@ sample corpus and the real RTE and BLiMP files."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -156,9 +157,12 @@ def test_harness_end_to_end_and_resume(tmp_path):
   assert "[" in result.stdout and "ETA" in result.stdout
   assert "[pretrain-electra]" in result.stdout  # its lines told apart
 
-  # Rerun: nothing left to do, the same results.
+  # Rerun on "a new machine": the job records kept, the TFRecords gone.
+  # The data is built again; nothing else is left to do, the same results.
+  shutil.rmtree(os.path.join(out, "data"))
   again = run_cli("--output-dir", out, *TOY)
   assert again.returncode == 0, again.stderr
+  assert "[1/1] data" in again.stdout
   assert "10 jobs, 10 already done" in again.stdout
   with open(os.path.join(out, "results.json")) as f:
     assert json.load(f)["objectives"] == runs
