@@ -40,7 +40,7 @@ MODEL_SETTINGS = (
     "max_seq_length", "hidden_dropout_prob", "mixed_precision", "doc_stride",
     "max_query_length", "n_best_size", "max_answer_length", "beam_size",
     "answerable_classifier", "answerable_uses_start_logits",
-    "qa_na_threshold", "qa_head", "tagging_crf")
+    "qa_na_threshold", "qa_head", "tagging_crf", "normalize_regression_labels")
 
 # What a resumed run (finetune/trainer.py) may change: where things are,
 # how often it logs, eval batching, the number of trials (raise it to run
@@ -100,6 +100,9 @@ class FinetuningConfig:
   layerwise_lr_decay: Optional[float] = None  # default by model size
   weight_decay_rate: float = 0.0
   warmup_proportion: float = 0.1
+  # The original release's warmup: the decayed lr x min(1, step/warmup);
+  # false: rise linearly to the peak lr, then decay.
+  warmup_scales_decay: bool = True
   num_train_epochs: Optional[float] = None  # default by task
   train_batch_size: int = 32
   eval_batch_size: int = 32
@@ -108,6 +111,9 @@ class FinetuningConfig:
   adam_beta2: float = 0.999
   clip_norm: float = 1.0
   double_unordered: bool = True  # MRPC/STS: also train on (b, a) pairs
+  # Regression targets (STS-B) divided by the task's top score, as the
+  # original release trains (0-1); false: the raw 0-5 score.
+  normalize_regression_labels: bool = True
   log_every_steps: int = 100
   mixed_precision: str = "float32"  # or bfloat16
 

@@ -55,9 +55,11 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
 def create_optimizer(config, variables, num_layers, num_train_steps,
                      share_layers=False):
   """LayerwiseAdamW over `variables` with warmup then linear decay."""
-  warmup = int(config.warmup_proportion * num_train_steps)
+  warmup = config.warmup_proportion * num_train_steps  # a float, as the
+  # original's max(num_train_steps * warmup_proportion, warmup_steps)
   schedule = WarmupPolynomialDecay(config.learning_rate, num_train_steps,
-                                   warmup, power=1.0)
+                                   warmup, power=1.0,
+                                   warmup_scales_decay=config.warmup_scales_decay)
   optimizer = LayerwiseAdamW(
       learning_rate=schedule, weight_decay=config.weight_decay_rate,
       beta_1=config.adam_beta1, beta_2=config.adam_beta2,

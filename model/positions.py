@@ -17,6 +17,9 @@ def gather_positions(sequence, positions):
 def scatter_positions(ids, positions, updates, weights):
   """Writes updates [B, P] into ids [B, T] at positions where weights > 0.
 
+  A position picked by several slots (masking draws with replacement) takes
+  the first slot's update: a real sample of the generator, where the
+  original release's floordiv(sum, count) can write an id no slot sampled.
   Uses a [B, P, T] one-hot over positions (P and T are small), which works
   the same on every backend and never touches the vocabulary axis.
   """
@@ -24,6 +27,12 @@ def scatter_positions(ids, positions, updates, weights):
   hits = ops.one_hot(ops.cast(positions, "int32"), seq_len, dtype="int32")
   hits = hits * ops.cast(ops.expand_dims(weights > 0, -1), "int32")
   replaced = ops.max(hits, axis=1)  # [B, T] 1 where an update lands
-  values = ops.sum(hits * ops.expand_dims(ops.cast(updates, "int32"), -1),
-                   axis=1)
+  values = first_slot_values(hits, ops.cast(updates, "int32"))
   return ops.where(replaced > 0, values, ops.cast(ids, "int32")), replaced
+
+
+def first_slot_values(hits, updates):
+  """hits [B, P, T] (0/1), updates [B, P] -> [B, T]: at each position, the
+  update of the first slot that writes it (argmax takes the first max)."""
+  first = ops.cast(ops.argmax(hits, axis=1), "int32")
+  return ops.take_along_axis(updates, first, axis=1)

@@ -103,6 +103,9 @@ class PretrainingConfig:
   lr_decay_power: float = 1.0  # 1.0 = linear decay to 0
   weight_decay_rate: float = 0.01
   num_warmup_steps: int = 10000
+  # The original release's warmup: the decayed lr x min(1, step/warmup);
+  # false: rise linearly to the peak lr, then decay.
+  warmup_scales_decay: bool = True
   num_train_steps: int = 1000000
   adam_beta1: float = 0.9
   adam_beta2: float = 0.999

@@ -135,8 +135,16 @@ def masking_config(config, meta):
       mask_prob=config.mask_prob,
       max_predictions=config.max_predictions_per_seq,
       vocab_size=meta["vocab_size"], cls_id=ids["cls"], sep_id=ids["sep"],
-      mask_id=ids["mask"], pad_id=ids["pad"], scheme=config.mask_scheme,
+      mask_id=ids["mask"], scheme=config.mask_scheme,
       mask_replace_prob=config.mask_replace_prob)
+
+
+def mask_features(features, mask_config, seed):
+  """masking.mask_batch with its noise drawn statelessly from `seed` [2]."""
+  batch = tf.shape(features["input_ids"])[0]
+  noise = tf.random.stateless_uniform(
+      [masking.NUM_NOISE, batch, mask_config.max_predictions], seed)
+  return masking.mask_batch(features, mask_config, noise)
 
 
 def _parse_batch(records, seq_length):
@@ -204,8 +212,8 @@ def make_dataset(config, meta, batch_size, is_training=True,
 
   def add_masks(index, features):
     batch_seed = tf.stack([tf.constant(base_seed, tf.int64), index])
-    return masking.mask_batch(features, mask_config,
-                              tf.cast(batch_seed, tf.int32))
+    return mask_features(features, mask_config,
+                         tf.cast(batch_seed, tf.int32))
 
   ds = ds.enumerate(start=skip).map(add_masks,
                                     num_parallel_calls=tf.data.AUTOTUNE,

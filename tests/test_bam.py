@@ -239,8 +239,10 @@ def test_a_distill_step_trains_on_the_annealed_target(world, tmp_path):
         target = (1 - weight) * onehot + weight * values
         want = -(target * log_p).sum(-1).mean()
       else:
-        pred = np.asarray(out["predictions"], np.float64)
-        target = (1 - weight) * batch["labels"] + weight * values
+        # Trained on score / 5 (the original's targets); predictions and
+        # a teacher's outputs are reported on the 0-5 scale.
+        pred = np.asarray(out["predictions"], np.float64) / 5
+        target = (1 - weight) * batch["labels"] + weight * values / 5
         want = ((pred - target) ** 2).mean()
       assert got == pytest.approx(want, rel=1e-4), (name, weight)
       if weight == 0.0:

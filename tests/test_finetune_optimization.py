@@ -5,6 +5,7 @@ import types
 
 import keras
 import numpy as np
+import pytest
 
 from finetune.optimization import create_optimizer
 from finetune.optimization import depth_of
@@ -13,7 +14,7 @@ from finetune.optimization import depth_of
 def config(**kw):
   values = dict(learning_rate=1e-3, layerwise_lr_decay=0.8,
                 warmup_proportion=0.0, weight_decay_rate=0.0, adam_beta1=0.9,
-                adam_beta2=0.999, adam_epsilon=1e-6)
+                adam_beta2=0.999, adam_epsilon=1e-6, warmup_scales_decay=True)
   values.update(kw)
   return types.SimpleNamespace(**values)
 
@@ -63,3 +64,22 @@ def test_shared_layer_takes_the_top_layers_rate():
   optimizer.apply([np.ones(2, np.float32)], [shared])
   np.testing.assert_allclose(-np.asarray(shared)[0],
                              lr * decay ** 2, rtol=1e-3)
+
+
+@pytest.mark.parametrize("scales_decay", [True, False])
+def test_warmup_schedule_as_the_original_or_to_the_peak(scales_decay):
+  """The original release (model/optimization.py): polynomial decay of
+  the peak lr, times min(1, step / warmup); or (false) a linear rise to
+  the peak, then the decay."""
+  from training.optimization import WarmupPolynomialDecay
+  lr, total, warmup, power = 1e-3, 1000, 100, 0.5
+  schedule = WarmupPolynomialDecay(lr, total, warmup, power,
+                                   warmup_scales_decay=scales_decay)
+  steps = np.arange(0, 1201)
+  got = np.array([float(schedule(s)) for s in steps])
+  decayed = lr * (1 - np.minimum(steps, total) / total) ** power
+  if scales_decay:
+    want = decayed * np.minimum(1.0, steps / warmup)
+  else:
+    want = np.where(steps < warmup, lr * steps / warmup, decayed)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-12)

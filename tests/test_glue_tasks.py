@@ -8,6 +8,7 @@ import pytest
 from configure_finetuning import FinetuningConfig
 from finetune.classification import classification_tasks as glue
 from finetune.featurization import truncate_pair
+from model.config import TransformerConfig
 from tests.shared_data import BERT_VOCAB
 from tests.shared_data import SHARED
 from util.errors import UserError
@@ -117,3 +118,35 @@ def test_bad_labels_and_missing_columns_are_clear(tmp_path, tokenizer):
   (tmp_path / "rte" / "train.tsv").write_text("index\ttext\tlabel\n")
   with pytest.raises(UserError, match="no 'sentence1' column"):
     task.get_examples("train")
+
+
+def test_sts_trains_on_score_over_5_and_reports_the_0_to_5_scale(tokenizer):
+  """The original release's RegressionTask trains on (score - 0) / 5;
+  predictions come back on the score's scale (and --no-normalize-...
+  keeps the raw score)."""
+  raw = os.path.join(SHARED, "glue")
+  sts = make_task(glue.STS, raw, tokenizer)
+  dev = sts.get_examples("dev")[:50]
+  scores = np.array([e.label for e in dev], np.float32)
+  features = sts.featurize(dev, is_training=False)
+  np.testing.assert_allclose(features["labels"], scores / 5, rtol=1e-6)
+  head = sts.build_head(_tiny_model_config())
+  head.build(None)
+  bias = 0.6  # what the head says for zero states
+  head.dense.bias.assign([bias])
+  hidden = np.zeros((2, 16, 8), np.float32)
+  batch = {"labels": features["labels"][:2]}
+  loss, out = sts.loss_and_outputs(head, hidden, batch, training=False)
+  np.testing.assert_allclose(np.asarray(out["predictions"]), [5 * bias] * 2,
+                             atol=1e-6)
+  np.testing.assert_allclose(np.asarray(loss),
+                             (bias - features["labels"][:2]) ** 2, rtol=1e-5)
+  raw_scale = make_task(glue.STS, raw, tokenizer,
+                        normalize_regression_labels=False)
+  np.testing.assert_allclose(
+      raw_scale.featurize(dev, is_training=False)["labels"], scores)
+
+
+def _tiny_model_config():
+  return TransformerConfig(vocab_size=16, hidden_size=8, num_hidden_layers=1,
+                     num_attention_heads=2, intermediate_size=16)

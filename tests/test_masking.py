@@ -1,13 +1,23 @@
-"""Dynamic masking: exclusions, counts and the two replacement schemes."""
+"""Dynamic masking: the original release's counts and sampling with
+replacement, exclusions, the two replacement schemes, repeated positions."""
+
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from model.positions import scatter_positions
+from pretrain.data import mask_features
 from pretrain.masking import MaskingConfig
+from pretrain.masking import NUM_NOISE
 from pretrain.masking import mask_batch
 
-CLS, SEP, MASK, PAD, VOCAB = 101, 102, 103, 0, 1000
+CLS, SEP, MASK, VOCAB = 101, 102, 103, 1000
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def make_batch(batch=64, seq_len=128, seed=0):
@@ -30,59 +40,77 @@ def make_batch(batch=64, seq_len=128, seed=0):
 def config(scheme="electra", mask_prob=0.15, max_predictions=20):
   return MaskingConfig(mask_prob=mask_prob, max_predictions=max_predictions,
                        vocab_size=VOCAB, cls_id=CLS, sep_id=SEP, mask_id=MASK,
-                       pad_id=PAD, scheme=scheme)
+                       scheme=scheme)
 
 
 def run(features, cfg, seed=(1, 2)):
-  out = mask_batch(features, cfg, tf.constant(seed, tf.int32))
-  return {k: v.numpy() for k, v in out.items()}
+  out = mask_features(features, cfg, tf.constant(seed, tf.int32))
+  return {k: np.asarray(v) for k, v in out.items()}
 
 
-def test_candidates_exclude_specials_and_padding():
-  features = make_batch()
-  out = run(features, config())
+def candidates_of(out):
   ids, mask = out["input_ids"], out["input_mask"]
+  return (mask == 1) & ~np.isin(ids, [CLS, SEP, MASK])
+
+
+def test_picks_are_candidates_and_targets_their_tokens():
+  out = run(make_batch(), config())
+  ids, cand = out["input_ids"], candidates_of(out)
   for b in range(ids.shape[0]):
-    picked = out["masked_lm_positions"][b][out["masked_lm_weights"][b] > 0]
-    assert len(set(picked)) == len(picked), "positions repeat"
-    assert np.all(mask[b, picked] == 1)
-    assert not np.isin(ids[b, picked], [CLS, SEP, MASK, PAD]).any()
-    # Targets are the original tokens at the picked positions.
-    targets = out["masked_lm_ids"][b][out["masked_lm_weights"][b] > 0]
-    np.testing.assert_array_equal(targets, ids[b, picked])
-    # Only picked positions may change.
+    used = out["masked_lm_weights"][b] > 0
+    picked = out["masked_lm_positions"][b][used]
+    assert cand[b, picked].all()
+    np.testing.assert_array_equal(out["masked_lm_ids"][b][used],
+                                  ids[b, picked])
+    # Unused slots point at position 0 with target 0, as the original's.
+    assert (out["masked_lm_positions"][b][~used] == 0).all()
+    assert (out["masked_lm_ids"][b][~used] == 0).all()
     changed = np.nonzero(out["masked_input_ids"][b] != ids[b])[0]
     assert set(changed) <= set(picked)
+  np.testing.assert_array_equal(out["scoring_mask"], cand)
 
 
-def test_number_of_picks_follows_mask_prob():
+def test_count_is_round_of_all_real_tokens_as_the_original():
+  """num_to_predict = max(1, min(N, round(mask_prob * sum(input_mask)))):
+  [CLS] and [SEP] count (pretrain_helpers.mask), half rounds to even."""
   features = make_batch()
-  out = run(features, config(max_predictions=128))
-  ids, mask = out["input_ids"], out["input_mask"]
-  candidates = ((mask == 1) & ~np.isin(ids, [CLS, SEP, MASK, PAD])).sum(1)
-  expected = np.maximum(1, np.round(candidates * 0.15)).astype(int)
-  np.testing.assert_array_equal(out["masked_lm_weights"].sum(1), expected)
-  # And max_predictions caps it.
-  capped = run(features, config(mask_prob=0.5, max_predictions=7))
-  assert capped["masked_lm_weights"].sum(1).max() == 7
-  assert capped["masked_lm_positions"].shape == (64, 7)
+  for n in (128, 7):
+    out = run(features, config(max_predictions=n))
+    real = out["input_mask"].sum(1)
+    expected = np.clip(np.round(real * 0.15), 1, n)
+    np.testing.assert_array_equal(out["masked_lm_weights"].sum(1), expected)
+    assert out["masked_lm_positions"].shape == (64, n)
+  # 10 real tokens: 1.5 rounds to 2 (even); 30: 4.5 rounds to 4.
+  ids = np.full((2, 32), 500, np.int32)
+  mask = (np.arange(32)[None] < np.array([[10], [30]])).astype(np.int32)
+  out = run({"input_ids": tf.constant(ids * mask),
+             "input_mask": tf.constant(mask),
+             "segment_ids": tf.zeros([2, 32], tf.int32)}, config())
+  np.testing.assert_array_equal(out["masked_lm_weights"].sum(1), [2, 4])
 
 
-def test_positions_are_uniform_over_candidates():
-  features = make_batch(batch=256, seq_len=32, seed=1)
-  out = run(features, config(max_predictions=32))
-  ids, mask = out["input_ids"], out["input_mask"]
-  cand = (mask == 1) & ~np.isin(ids, [CLS, SEP, MASK, PAD])
-  picked = np.zeros_like(cand)
-  for b in range(ids.shape[0]):
-    pos = out["masked_lm_positions"][b][out["masked_lm_weights"][b] > 0]
-    picked[b, pos] = True
-  rate = picked.sum() / cand.sum()
-  assert abs(rate - 0.15) < 0.02
-  # Early and late candidate positions are picked at similar rates.
-  first, second = picked[:, 1:16].sum() / cand[:, 1:16].sum(), \
-      picked[:, 16:].sum() / cand[:, 16:].sum()
-  assert abs(first - second) < 0.04
+def test_positions_are_drawn_with_replacement_uniformly():
+  """Each slot is uniform over the row's candidates, independently: the
+  number of distinct positions follows n (1 - (1 - 1/n)^m)."""
+  features = make_batch(batch=512, seq_len=32, seed=1)
+  out = run(features, config(max_predictions=32, mask_prob=0.5))
+  cand = candidates_of(out)
+  n, m = cand.sum(1), out["masked_lm_weights"].sum(1)
+  distinct = np.array([len(set(out["masked_lm_positions"][b][:int(m[b])]))
+                       for b in range(len(n))])
+  expected = n * (1 - (1 - 1 / n) ** m)
+  var = np.sum(expected * (1 - expected / n))  # a loose (binomial) bound
+  assert abs(distinct.sum() - expected.sum()) < 4 * np.sqrt(var)
+  assert (distinct < m).sum() > 100  # repeats do happen
+  # Early and late candidate positions are drawn at the same rate.
+  counts = np.zeros(cand.shape)
+  for b in range(len(n)):
+    np.add.at(counts[b], out["masked_lm_positions"][b][:int(m[b])], 1)
+  rate = counts / np.maximum(cand, 1) * cand
+  share = (m / n)[:, None] * cand
+  early, late = np.s_[:, 1:16], np.s_[:, 16:]
+  for part in (early, late):
+    assert abs(rate[part].sum() / share[part].sum() - 1) < 0.05
 
 
 @pytest.mark.parametrize("scheme,expect", [
@@ -90,12 +118,16 @@ def test_positions_are_uniform_over_candidates():
     ("bert", {"mask": 0.80, "random": 0.10, "keep": 0.10}),
 ])
 def test_replacement_scheme_shares(scheme, expect):
-  features = make_batch(batch=512)
-  out = run(features, config(scheme))
+  out = run(make_batch(batch=512), config(scheme))
   w = out["masked_lm_weights"] > 0
-  shown = np.take_along_axis(out["masked_input_ids"],
-                             out["masked_lm_positions"], 1)[w]
-  targets = out["masked_lm_ids"][w]
+  pos = out["masked_lm_positions"]
+  # Positions picked by one slot only: their slot alone decides.
+  once = np.zeros_like(w)
+  for b in range(len(w)):
+    values, counts = np.unique(pos[b][w[b]], return_counts=True)
+    once[b] = w[b] & np.isin(pos[b], values[counts == 1])
+  shown = np.take_along_axis(out["masked_input_ids"], pos, 1)[once]
+  targets = out["masked_lm_ids"][once]
   n = len(targets)
   shares = {"mask": np.mean(shown == MASK),
             "keep": np.mean(shown == targets),
@@ -103,6 +135,38 @@ def test_replacement_scheme_shares(scheme, expect):
   for key, value in expect.items():
     tol = 4 * np.sqrt(max(value, 0.01) * (1 - value) / n) + 0.005
     assert abs(shares[key] - value) < tol, (key, shares[key])
+
+
+def test_repeated_position_shows_mask_if_any_slot_masks():
+  """The original writes [MASK] from every slot that masks and ignores
+  the others, so a position picked twice shows [MASK] unless both keep."""
+  ids = tf.constant([[CLS, 500, 501, SEP]], tf.int32)
+  features = {"input_ids": ids, "input_mask": tf.ones_like(ids),
+              "segment_ids": tf.zeros_like(ids)}
+  cfg = config(mask_prob=0.5, max_predictions=2)  # 2 slots, 2 candidates
+  # u_pos 0.6 -> the 2nd candidate (position 2) for both slots.
+  for actions, shows in (([0.1, 0.9], MASK), ([0.9, 0.1], MASK),
+                         ([0.9, 0.95], 501)):
+    noise = np.zeros((NUM_NOISE, 1, 2), np.float32)
+    noise[0] = 0.6
+    noise[1] = actions
+    out = mask_batch(features, cfg, tf.constant(noise))
+    np.testing.assert_array_equal(out["masked_lm_positions"], [[2, 2]])
+    np.testing.assert_array_equal(out["masked_lm_ids"], [[501, 501]])
+    np.testing.assert_array_equal(out["masked_input_ids"],
+                                  [[CLS, 500, shows, SEP]])
+
+
+def test_scatter_takes_the_first_slot_of_a_repeated_position():
+  ids = np.array([[1, 2, 3, 4, 5]], np.int32)
+  positions = np.array([[3, 1, 3, 0]], np.int32)
+  updates = np.array([[29000, 7, 30000, 9]], np.int32)
+  weights = np.array([[1.0, 1.0, 1.0, 0.0]], np.float32)
+  out, replaced = scatter_positions(ids, positions, updates, weights)
+  # Not 29000 + 30000 (out of vocabulary), not their mean 29500 (a token
+  # no slot sampled, the original's floordiv): the first slot's sample.
+  np.testing.assert_array_equal(np.asarray(out), [[1, 7, 3, 29000, 5]])
+  np.testing.assert_array_equal(np.asarray(replaced), [[0, 1, 0, 1, 0]])
 
 
 def test_deterministic_per_seed_and_dynamic_across_seeds():
@@ -115,9 +179,44 @@ def test_deterministic_per_seed_and_dynamic_across_seeds():
 
 
 def test_row_without_candidates_gets_no_picks():
-  features = {"input_ids": tf.constant([[CLS, SEP, PAD, PAD]], tf.int32),
+  features = {"input_ids": tf.constant([[CLS, SEP, 0, 0]], tf.int32),
               "input_mask": tf.constant([[1, 1, 0, 0]], tf.int32),
               "segment_ids": tf.zeros([1, 4], tf.int32)}
   out = run(features, config(max_predictions=3))
   assert out["masked_lm_weights"].sum() == 0
   np.testing.assert_array_equal(out["masked_input_ids"], [[CLS, SEP, 0, 0]])
+
+
+JAX_MASK = """
+import json, sys
+import numpy as np
+import keras
+assert keras.backend.backend() == "jax"
+from pretrain.masking import MaskingConfig, mask_batch
+data = dict(np.load(sys.argv[1]))
+cfg = MaskingConfig(**json.loads(sys.argv[2]))
+noise = data.pop("noise")
+out = mask_batch(data, cfg, noise)
+np.savez(sys.argv[3], **{k: np.asarray(v) for k, v in out.items()})
+"""
+
+
+@pytest.mark.parametrize("scheme", ["electra", "bert"])
+def test_jax_backend_masks_identically(tmp_path, scheme):
+  """The same noise gives the same masks under KERAS_BACKEND=jax (the
+  JAX driver masks inside its jitted step with this code)."""
+  features = {k: v.numpy() for k, v in make_batch(batch=16).items()}
+  cfg = config(scheme)
+  noise = np.random.RandomState(3).uniform(
+      size=(NUM_NOISE, 16, cfg.max_predictions)).astype(np.float32)
+  ours = mask_batch({k: tf.constant(v) for k, v in features.items()}, cfg,
+                    tf.constant(noise))
+  np.savez(tmp_path / "in.npz", noise=noise, **features)
+  fields = {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}
+  subprocess.run([sys.executable, "-c", JAX_MASK, str(tmp_path / "in.npz"),
+                  json.dumps(fields), str(tmp_path / "out.npz")], check=True,
+                 cwd=ROOT, env=dict(os.environ, KERAS_BACKEND="jax",
+                                    JAX_PLATFORMS="cpu"))
+  theirs = np.load(tmp_path / "out.npz")
+  for key, value in ours.items():
+    np.testing.assert_array_equal(np.asarray(value), theirs[key], key)

@@ -1,7 +1,7 @@
 """Optimizers and the learning-rate schedule (Keras 3, backend-neutral).
 
 AdamW or LAMB with weight decay that skips LayerNorm and biases, linear
-warmup then polynomial decay to 0 (ELECTRA paper Table 6: "Linear" decay,
+warmup and polynomial decay to 0 (ELECTRA paper Table 6: "Linear" decay,
 10000 warmup steps).
 """
 
@@ -11,14 +11,17 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="electra")
 class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
-  """lr * (1 - step/total)^power, with lr * step/warmup during warmup."""
+  """lr * (1 - step/total)^power, times min(1, step/warmup) as the original
+  release's model/optimization.py does (`warmup_scales_decay`); else
+  lr * step/warmup during warmup, rising to the peak lr."""
 
   def __init__(self, learning_rate, num_train_steps, num_warmup_steps,
-               power=1.0):
+               power=1.0, warmup_scales_decay=True):
     self.learning_rate = learning_rate
     self.num_train_steps = num_train_steps
     self.num_warmup_steps = num_warmup_steps
     self.power = power
+    self.warmup_scales_decay = warmup_scales_decay
 
   def __call__(self, step):
     step = ops.cast(step, "float32")
@@ -26,13 +29,17 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     decayed = self.learning_rate * ops.power(1.0 - progress, self.power)
     if not self.num_warmup_steps:
       return decayed
-    warmup = self.learning_rate * step / self.num_warmup_steps
-    return ops.where(step < self.num_warmup_steps, warmup, decayed)
+    fraction = ops.minimum(1.0, step / self.num_warmup_steps)
+    if self.warmup_scales_decay:
+      return decayed * fraction
+    return ops.where(step < self.num_warmup_steps,
+                     self.learning_rate * fraction, decayed)
 
   def get_config(self):
     return dict(learning_rate=self.learning_rate,
                 num_train_steps=self.num_train_steps,
-                num_warmup_steps=self.num_warmup_steps, power=self.power)
+                num_warmup_steps=self.num_warmup_steps, power=self.power,
+                warmup_scales_decay=self.warmup_scales_decay)
 
 
 def no_decay(variable):
@@ -46,7 +53,7 @@ def create_optimizer(config, schedule=None):
   after gradients are summed across replicas."""
   schedule = schedule or WarmupPolynomialDecay(
       config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-      config.lr_decay_power)
+      config.lr_decay_power, config.warmup_scales_decay)
   kwargs = dict(learning_rate=schedule, weight_decay=config.weight_decay_rate,
                 beta_1=config.adam_beta1, beta_2=config.adam_beta2,
                 epsilon=config.adam_epsilon)

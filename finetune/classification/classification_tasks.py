@@ -54,6 +54,9 @@ class GLUETask(Task):
   dev_splits = ("dev",)
   test_splits = ("test",)
   double_unordered = False  # MRPC/STS: train on (b, a) too
+  # Regression: the original release trains on (score - min) / max (0-1
+  # for STS-B's 0-5) and this is max; predictions are reported unscaled.
+  label_max = 1.0
   glue_dir = ""  # the official GLUE folder name, also accepted
   predictions_ext = ".tsv"
 
@@ -64,6 +67,11 @@ class GLUETask(Task):
   @property
   def is_regression(self):
     return self.labels is None
+
+  @property
+  def label_scale(self):
+    """What a regression target is divided by for training."""
+    return self.label_max if self.config.normalize_regression_labels else 1.0
 
   # ------------------------------------------------------------ examples
   def _path(self, split):
@@ -184,7 +192,7 @@ class GLUETask(Task):
     features["example_index"] = features["example_index"] % max(n, 1)
     if self.is_regression:
       features["labels"] = np.array([e.label or 0.0 for e in examples],
-                                    np.float32)
+                                    np.float32) / self.label_scale
     else:
       features["label_ids"] = np.array(
           [self.labels.index(e.label) if e.label is not None else 0
@@ -204,13 +212,14 @@ class GLUETask(Task):
     teacher = features.get("teacher_outputs")
     if self.is_regression:
       predictions = ops.squeeze(logits, -1)
-      if teacher is not None:
-        loss = bam.regression_loss(predictions, features["labels"], teacher,
+      if teacher is not None:  # a teacher's outputs are unscaled too
+        loss = bam.regression_loss(predictions, features["labels"],
+                                   teacher / self.label_scale,
                                    features["teacher_weight"])
       else:
         loss = ops.square(predictions - ops.cast(features["labels"],
                                                  "float32"))
-      return loss, {"predictions": predictions}
+      return loss, {"predictions": predictions * self.label_scale}
     log_probs = ops.log_softmax(logits, axis=-1)
     labels = ops.cast(features["label_ids"], "int32")
     if teacher is not None:
@@ -304,6 +313,7 @@ class STS(GLUETask):
                           label="score")
   test_columns = Columns(text_a="sentence1", text_b="sentence2")
   labels = None
+  label_max = 5.0
   metric_names = ("pearson", "spearman")
   double_unordered = True
 
