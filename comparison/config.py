@@ -17,6 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # large downloads); the papers' GLUE score averages all eight.
 DEFAULT_TASKS = "cola,sst,mrpc,sts,rte"
 TASK_ALIASES = {"sst-2": "sst", "sst2": "sst", "sts-b": "sts", "stsb": "sts"}
+# Token-level tasks, read from a CoNLL-2000 folder (conll_dir).
+TAGGING_TASKS = ("chunk", "pos")
 
 
 @dataclasses.dataclass
@@ -30,18 +32,25 @@ class ComparisonConfig:
   pretrain_data_dir: str = ""  # default OUTPUT_DIR/data
   num_processes: int = 2  # dataset building
   max_seq_length: int = 128
+  # Documents the build sets aside; every checkpoint is evaluated on them.
+  heldout_fraction: float = 0.02
 
   # What to compare: objective names or presets (mlm, electra, electric,
-  # script, electra_15, replace_mlm, all_tokens_mlm, ale, ...).
+  # script, electra_15, replace_mlm, all_tokens_mlm, ale, ...); NAME:K
+  # pretrains that one K times (seeds), overriding pretrain_seeds.
   objectives: str = "mlm,electra,electric,script"
+  pretrain_seeds: int = 1  # pretraining runs (seeds) per objective
   model_size: str = "tiny"
   pretrain_hparams: dict = dataclasses.field(default_factory=dict)  # all runs
   budget_flops: float = 0.0  # train FLOPs of each run; 0 = ELECTRA preset's
   num_checkpoints: int = 4  # evaluated and fine-tuned at budget x k/N
   warmup_fraction: float = 0.1  # warmup cap, share of each run's steps
 
-  # Fine-tuning: GLUE tasks from glue_dir (CoLA/, SST-2/, ... folders).
+  # Fine-tuning: GLUE tasks from glue_dir (CoLA/, SST-2/, ... folders);
+  # chunk and pos from conll_dir, CoNLL-2000's train.txt and test.txt
+  # (test.txt scored as dev, as the ELECTRA release reports chunking).
   glue_dir: str = ""
+  conll_dir: str = ""
   tasks: str = DEFAULT_TASKS
   seeds: int = 3  # fine-tuning seeds per task (the median is reported)
   finetune_checkpoints: str = "all"  # all, final, or k's of k/N: "2,4"
@@ -50,6 +59,11 @@ class ComparisonConfig:
   # BLiMP accuracy of each final model (run_scoring.py --mode blimp).
   blimp_dir: str = ""  # "" = no BLiMP column
   blimp_limit: int = 100  # pairs per paradigm; 0 = all
+  # Beside each objective's own estimator, every model is also scored with
+  # this one (run_scoring.py --method; "" = none): mlm, the masked-LM PLL,
+  # the one estimator every objective has (BERT's own MLM; the ELECTRA
+  # family's generator).
+  blimp_same_method: str = "mlm"
   scoring_hparams: dict = dataclasses.field(default_factory=dict)
 
   # Jobs run at once, each with cores / N threads. On a 2-core CPU two
@@ -65,8 +79,29 @@ class ComparisonConfig:
   dry_run: bool = False  # print the plan (steps, FLOPs per run) and stop
 
   @property
+  def objective_seeds(self):
+    """{objective: number of pretraining seeds}, in the order given."""
+    out = {}
+    for spec in (o.strip() for o in self.objectives.split(",")):
+      if not spec:
+        continue
+      name, _, count = spec.partition(":")
+      name = name.strip()
+      if name in out:
+        raise UserError(f"objective {name} is named twice in "
+                        f"'{self.objectives}'")
+      try:
+        out[name] = int(count) if count else self.pretrain_seeds
+      except ValueError:
+        out[name] = 0
+      if out[name] < 1:
+        raise UserError(f"'{spec}': the pretraining seeds after ':' must be "
+                        "a whole number >= 1")
+    return out
+
+  @property
   def objective_names(self):
-    return [o.strip() for o in self.objectives.split(",") if o.strip()]
+    return list(self.objective_seeds)
 
   @property
   def task_names(self):
@@ -99,16 +134,16 @@ class ComparisonConfig:
       raise UserError("--output-dir is required")
     if not self.objective_names:
       raise UserError("no objectives: --objectives mlm,electra,...")
-    if len(set(self.objective_names)) != len(self.objective_names):
-      raise UserError(f"an objective is named twice in '{self.objectives}'")
     for name in ("num_checkpoints", "seeds", "num_processes",
-                 "max_seq_length", "parallel_jobs"):
+                 "max_seq_length", "parallel_jobs", "pretrain_seeds"):
       if getattr(self, name) < 1:
         raise UserError(f"{name} must be >= 1, got {getattr(self, name)}")
     if self.budget_flops < 0:
       raise UserError(f"budget_flops must be >= 0, got {self.budget_flops}")
     if not 0 < self.warmup_fraction < 1:
       raise UserError("warmup_fraction must be in (0, 1)")
+    if not 0 <= self.heldout_fraction <= 0.5:
+      raise UserError("heldout_fraction must be in [0, 0.5]")
     self.finetune_indices  # noqa: B018 (checks the value)
     if self.blimp_limit < 0:
       raise UserError("blimp_limit must be >= 0")
@@ -129,12 +164,21 @@ class ComparisonConfig:
       for name in ("corpus_dir", "vocab_file"):
         if not storage.exists(getattr(self, name)):
           raise UserError(f"{name} not found: {getattr(self, name)}")
-    if self.task_names:
+    glue = [t for t in self.task_names if t not in TAGGING_TASKS]
+    tagging = [t for t in self.task_names if t in TAGGING_TASKS]
+    if glue:
       if not self.glue_dir:
         raise UserError("fine-tuning needs --glue-dir (a folder with the "
                         "tasks' CoLA/, SST-2/, ... folders), or --tasks ''")
       if not storage.isdir(self.glue_dir):
         raise UserError(f"glue_dir not found: {self.glue_dir}")
+    if tagging:
+      if not self.conll_dir:
+        raise UserError(f"{', '.join(tagging)} need --conll-dir (a folder "
+                        "with CoNLL-2000's train.txt and test.txt)")
+      for name in ("train.txt", "test.txt"):
+        if not storage.exists(os.path.join(self.conll_dir, name)):
+          raise UserError(f"conll_dir {self.conll_dir} has no {name}")
     if self.blimp_dir and not storage.isdir(self.blimp_dir):
       raise UserError(f"blimp_dir not found: {self.blimp_dir}")
 

@@ -29,12 +29,14 @@ ALIASES = {"bert": "mlm"}
 
 @dataclasses.dataclass
 class Run:
-  name: str  # as the user wrote it (the model directory's name)
+  name: str  # the model directory's: the objective, plus .seedK for K > 1
   hparams: dict  # PretrainingConfig fields, written to the run's JSON
   steps: int
   flops: float  # the whole run, paper convention
   flops_per_step: float
   checkpoint_steps: list  # steps whose checkpoints are evaluated
+  objective: str = ""  # as the user wrote it; the report's row
+  pretrain_seed: int = 1
 
   def checkpoint_flops(self, step):
     return self.flops_per_step * step
@@ -59,6 +61,13 @@ def preset(name, size):
   return values
 
 
+def own_pll_method(run):
+  """The run's objective's own BLiMP/PLL estimator ("" = none)."""
+  objective = run.hparams.get("objective", ALIASES.get(run.objective,
+                                                       run.objective))
+  return load_objectives().objective_class(objective).PLL_METHOD
+
+
 def _config(values, vocab_size, max_seq_length):
   config = apply_overrides(PretrainingConfig(), values, "comparison hparams")
   config.vocab_size = vocab_size
@@ -77,7 +86,7 @@ def plan_runs(config, vocab_size, vocab_file=""):
   """One Run per objective, each spending config.budget_flops."""
   budget = config.budget_flops or default_budget(config, vocab_size)
   runs = []
-  for name in config.objective_names:
+  for name, num_seeds in config.objective_seeds.items():
     values = dict(preset(name, config.model_size), **config.pretrain_hparams)
     values["max_seq_length"] = config.max_seq_length
     if vocab_file:
@@ -100,9 +109,19 @@ def plan_runs(config, vocab_size, vocab_file=""):
         save_checkpoints_steps=every, keep_checkpoint_max=n,
         iterations_per_loop=min(values.get("iterations_per_loop", 200),
                                 every))
-    runs.append(Run(name=name, hparams=values, steps=steps,
-                    flops=per_step * steps, flops_per_step=per_step,
-                    checkpoint_steps=[every * (k + 1) for k in range(n)]))
+    first_seed = values.get("seed", PretrainingConfig.seed)
+    for k in range(1, num_seeds + 1):
+      # Seed 1 is the run as planned before pretraining seeds existed;
+      # the others differ in init, data order, masks and samples.
+      seeded = dict(values, seed=first_seed + k - 1) if k > 1 else values
+      runs.append(Run(name=name if k == 1 else f"{name}.seed{k}",
+                      hparams=seeded, steps=steps, flops=per_step * steps,
+                      flops_per_step=per_step,
+                      checkpoint_steps=[every * (j + 1) for j in range(n)],
+                      objective=name, pretrain_seed=k))
+  # Every objective's first run before any second one: each row has a
+  # result hours before the seeds that tighten it.
+  runs.sort(key=lambda r: r.pretrain_seed)
   return budget, runs
 
 

@@ -1,9 +1,11 @@
 """results.json, the Markdown table and the plots of a comparison.
 
-GLUE score: the mean over the tasks run of each task's GLUE metric (MCC for
-CoLA, Spearman for STS-B, accuracy for the rest; finetune/scorer.py), per
-fine-tuning seed; the table gives the median over seeds, as the papers
-report, and the seed spread (max - min). Scores are x100, as in the papers.
+GLUE score: the mean over the GLUE tasks run of each task's GLUE metric
+(MCC for CoLA, Spearman for STS-B, accuracy for the rest;
+finetune/scorer.py), per pair of pretraining and fine-tuning seed; the
+table gives the median over those pairs, as the papers report medians, and
+their spread (max - min). Token-level tasks (chunk F1, POS accuracy) are
+columns of their own, outside the GLUE mean. Scores are x100.
 """
 
 import json
@@ -11,6 +13,7 @@ import os
 
 import numpy as np
 
+from comparison import plan as P
 from comparison.plan import ALIASES
 from finetune.scorer import GLUE_METRICS
 from util import storage
@@ -18,7 +21,8 @@ from util.machine import cpu_kind
 
 TASK_TITLES = {"cola": "CoLA", "sst": "SST-2", "mrpc": "MRPC", "sts": "STS-B",
                "rte": "RTE", "qnli": "QNLI", "mnli": "MNLI", "qqp": "QQP",
-               "wnli": "WNLI"}
+               "wnli": "WNLI", "chunk": "Chunk", "pos": "POS"}
+TASK_METRICS = dict(GLUE_METRICS, chunk="f1", pos="accuracy")
 # The eval metrics each objective's curve shows (the first one present).
 DISC_CURVE = ("disc_auc", "nce_auc")
 GEN_CURVE = ("masked_lm_accuracy", "cloze_accuracy")
@@ -30,30 +34,72 @@ def _stats(values):
           "seeds": [float(v) for v in values]}
 
 
-def _checkpoint_results(config, run, step, runner):
-  """Fine-tuning and eval results of one checkpoint (what is done so far)."""
-  out = {"step": step, "flops": run.checkpoint_flops(step), "tasks": {}}
-  evaluation = runner.result(f"eval-{run.name}-{step}")
-  if evaluation:
-    out["eval"] = evaluation
-  per_seed = {}
-  for task in config.task_names:
-    metric = GLUE_METRICS.get(task, "accuracy")
-    values = []
-    for seed in range(1, config.seeds + 1):
-      r = runner.result(f"finetune-{run.name}-{step}-{task}-{seed}")
-      if r is not None:
-        values.append(r[metric])  # the scorer reports 0-100
-        per_seed.setdefault(seed, {})[task] = r[metric]
-    if values:
-      out["tasks"][task] = dict(_stats(values), metric=metric)
-  complete = [np.mean(list(s.values())) for s in per_seed.values()
-              if len(s) == len(config.task_names)]
-  if complete and config.task_names:
-    stats = _stats(complete)
-    out.update(glue_score=stats["median"], glue_spread=stats["spread"],
-               glue_seeds=stats["seeds"])
+def _glue_tasks(tasks):
+  return [t for t in tasks if t in GLUE_METRICS]
+
+
+def _scores(config, runs, step, runner):
+  """{(run, fine-tuning seed): {task: score}} of the runs' checkpoint at
+  `step`, for what is done so far."""
+  out = {}
+  for run in runs:
+    for task in config.task_names:
+      metric = TASK_METRICS.get(task, "accuracy")
+      for seed in range(1, config.seeds + 1):
+        r = runner.result(f"finetune-{run.name}-{step}-{task}-{seed}")
+        if r is not None:  # the scorer reports 0-100
+          out.setdefault((run.name, seed), {})[task] = r[metric]
   return out
+
+
+def summarize(tasks, scores):
+  """Per task and for the GLUE mean (with and without STS-B): the median
+  and spread over every (pretraining, fine-tuning) seed pair."""
+  out = {"tasks": {}}
+  for task in tasks:
+    values = [s[task] for s in scores.values() if task in s]
+    if values:
+      out["tasks"][task] = dict(_stats(values),
+                                metric=TASK_METRICS.get(task, "accuracy"))
+  glue = _glue_tasks(tasks)
+  for key, members in (("glue", glue),
+                       ("glue_no_sts", [t for t in glue if t != "sts"])):
+    if not members or (key == "glue_no_sts" and members == glue):
+      continue
+    complete = [np.mean([s[t] for t in members]) for s in scores.values()
+                if all(t in s for t in members)]
+    if complete:
+      stats = _stats(complete)
+      out.update({f"{key}_score": stats["median"],
+                  f"{key}_spread": stats["spread"],
+                  f"{key}_seeds": stats["seeds"]})
+  return out
+
+
+def _mean_eval(evals):
+  """Each eval metric's mean over the pretraining seeds that have it."""
+  keys = sorted({k for e in evals for k, v in e.items()
+                 if isinstance(v, (int, float))})
+  return {k: float(np.mean([e[k] for e in evals if k in e])) for k in keys}
+
+
+def _checkpoint_results(config, runs, step, runner):
+  """Fine-tuning and eval results of one checkpoint of an objective's runs
+  (all its pretraining seeds: they share the steps)."""
+  out = {"step": step, "flops": runs[0].checkpoint_flops(step)}
+  evals = {r.name: runner.result(f"eval-{r.name}-{step}") for r in runs}
+  evals = {k: v for k, v in evals.items() if v}
+  if evals:
+    out["eval"] = _mean_eval(list(evals.values()))
+    out["eval_runs"] = evals
+  out.update(summarize(config.task_names,
+                       _scores(config, runs, step, runner)))
+  return out
+
+
+SUMMARY_KEYS = ("glue_score", "glue_spread", "glue_seeds",
+                "glue_no_sts_score", "glue_no_sts_spread",
+                "glue_no_sts_seeds", "eval", "eval_runs")
 
 
 def collect(config, budget, runs, runner, command=""):
@@ -63,21 +109,31 @@ def collect(config, budget, runs, runner, command=""):
              "tasks": config.task_names, "seeds": config.seeds,
              "pretrain_hparams": config.pretrain_hparams,
              "finetune_hparams": config.finetune_hparams, "objectives": {}}
+  groups = {}
   for run in runs:
-    checkpoints = [_checkpoint_results(config, run, step, runner)
-                   for step in run.checkpoint_steps]
+    groups.setdefault(run.objective or run.name, []).append(run)
+  for name, group in groups.items():
+    first = group[0]
+    checkpoints = [_checkpoint_results(config, group, step, runner)
+                   for step in first.checkpoint_steps]
     final = checkpoints[-1]
-    entry = {"flops": run.flops, "steps": run.steps,
-             "flops_per_step": run.flops_per_step,
+    entry = {"flops": first.flops, "steps": first.steps,
+             "flops_per_step": first.flops_per_step,
+             "pretrain_seeds": len(group), "runs": [r.name for r in group],
              "tasks": final["tasks"], "checkpoints": checkpoints}
-    for key in ("glue_score", "glue_spread", "glue_seeds", "eval"):
-      if key in final:
-        entry[key] = final[key]
-    blimp = runner.result(f"blimp-{run.name}")
-    if blimp:
-      entry["blimp"] = 100 * blimp["overall"]
-      entry["blimp_pairs"] = blimp["pairs"]
-    results["objectives"][run.name] = entry
+    entry.update({k: final[k] for k in SUMMARY_KEYS if k in final})
+    same = config.blimp_same_method
+    for key, prefix in (("blimp", "blimp-"),
+                        ("blimp_same", f"blimp-{same}-")):
+      scores = [runner.result(prefix + r.name) for r in group]
+      scores = [b["overall"] for b in scores if b]
+      if scores:  # the mean over pretraining seeds
+        entry[key] = 100 * float(np.mean(scores))
+    entry["blimp_method"] = P.own_pll_method(first)
+    if same and same == entry["blimp_method"] and "blimp" in entry:
+      entry["blimp_same"] = entry["blimp"]  # its own is the same one
+    results["objectives"][name] = entry
+  results["blimp_same_method"] = same
   results["versus_baseline"] = versus_baseline(results["objectives"])
   return results
 
@@ -99,13 +155,20 @@ def versus_baseline(objectives):
   for name, o in objectives.items():
     if name == base or "glue_score" not in o:
       continue
-    margin = o["glue_score"] - ref["glue_score"]
-    spread = max(o["glue_spread"], ref["glue_spread"])
-    verdict = ("ahead" if margin > spread else
-               "behind" if -margin > spread else "not shown different")
-    out[name] = {"baseline": base, "margin": margin, "spread": spread,
-                 "verdict": verdict}
+    out[name] = dict(_verdict(o, ref, "glue"), baseline=base)
+    if "glue_no_sts_score" in o and "glue_no_sts_score" in ref:
+      out[name]["without_sts"] = _verdict(o, ref, "glue_no_sts")
   return out
+
+
+def _verdict(o, ref, key):
+  """The margin of `o` over `ref` in `key`_score, against the larger of
+  their spreads over every (pretraining, fine-tuning) seed pair."""
+  margin = o[f"{key}_score"] - ref[f"{key}_score"]
+  spread = max(o[f"{key}_spread"], ref[f"{key}_spread"])
+  verdict = ("ahead" if margin > spread else
+             "behind" if -margin > spread else "not shown different")
+  return {"margin": margin, "spread": spread, "verdict": verdict}
 
 
 def _cell(stats):
@@ -116,33 +179,57 @@ def _cell(stats):
 
 def markdown(results):
   tasks = results["tasks"]
+  same = results.get("blimp_same_method", "")
+  glue = _glue_tasks(tasks)
+  no_sts = "sts" in glue and len(glue) > 1
   head = (["objective", "steps", "train FLOPs"] +
-          [TASK_TITLES.get(t, t) for t in tasks] + ["GLUE", "BLiMP"])
+          [TASK_TITLES.get(t, t) for t in tasks] + ["GLUE"] +
+          ["GLUE w/o STS-B"] * no_sts + ["BLiMP (own)"] +
+          [f"BLiMP ({same})"] * bool(same))
   lines = ["| " + " | ".join(head) + " |",
            "|" + "---|" * len(head)]
   for name, o in results["objectives"].items():
-    glue = ({"median": o["glue_score"], "spread": o["glue_spread"]}
-            if "glue_score" in o else None)
-    row = [name, str(o["steps"]), f"{o['flops']:.2e}"]
+    seeds = o.get("pretrain_seeds", 1)
+    row = [name + (f" (x{seeds})" if seeds > 1 else ""), str(o["steps"]),
+           f"{o['flops']:.2e}"]
     row += [_cell(o["tasks"].get(t)) for t in tasks]
-    row += [_cell(glue), f"{o['blimp']:.1f}" if "blimp" in o else "-"]
+    for key in ["glue"] + ["glue_no_sts"] * no_sts:
+      row.append(_cell({"median": o[f"{key}_score"],
+                        "spread": o[f"{key}_spread"]}
+                       if f"{key}_score" in o else None))
+    for key in ["blimp"] + ["blimp_same"] * bool(same):
+      row.append(f"{o[key]:.1f}" if key in o else "-")
     lines.append("| " + " | ".join(row) + " |")
-  metrics = ", ".join(f"{TASK_TITLES.get(t, t)} {GLUE_METRICS.get(t, 'acc')}"
+  metrics = ", ".join(f"{TASK_TITLES.get(t, t)} {TASK_METRICS.get(t, 'acc')}"
                       for t in tasks)
-  lines += ["", f"Dev-set scores x100 ({metrics}): the median over "
-            f"{results['seeds']} fine-tuning seeds, the seed spread (max - "
-            "min) in parentheses; GLUE = the mean of the tasks above. BLiMP: "
-            "share of minimal pairs where the model's pseudo-log-likelihood "
-            "prefers the grammatical sentence. Every run spent "
-            f"{results['budget_flops']:.2e} train FLOPs (ELECTRA appendix E "
-            f"convention); {results['machine']}."]
+  glue_names = ", ".join(TASK_TITLES.get(t, t) for t in glue)
+  lines += ["", f"Dev-set scores x100 ({metrics}). Each cell: the median "
+            f"over every pair of pretraining seed (x N after the name) and "
+            f"{results['seeds']} fine-tuning seeds, the spread (max - min) "
+            f"over those pairs in parentheses. GLUE: for each seed pair the "
+            f"mean of {glue_names}, then the median over pairs (not the mean "
+            "of the medians above). BLiMP: share of minimal pairs where the "
+            "model's pseudo-log-likelihood prefers the grammatical sentence, "
+            "by each objective's own estimator (BERT: masked-LM PLL; ELECTRA: "
+            "appendix G; - where it has none)"
+            + (f" and by {same} for every model (the masked-LM PLL of BERT "
+               "and of the ELECTRA family's generator)" if same == "mlm" else
+               f" and by {same} for every model" if same else "") + "; the "
+            "mean over pretraining seeds. "
+            f"Every run spent {results['budget_flops']:.2e} train FLOPs "
+            f"(ELECTRA appendix E convention); {results['machine']}."]
   versus = results.get("versus_baseline") or {}
   if versus:
-    lines += ["", "Against BERT (GLUE, median of seeds; a margin counts when "
-              "it is larger than the larger seed spread of the two):"]
+    lines += ["", "Against BERT (GLUE; a margin counts when it is larger "
+              "than the larger spread of the two over seed pairs):"]
   for name, v in versus.items():
-    lines.append(f"- {name}: {v['margin']:+.1f} over {v['baseline']}, "
-                 f"larger spread {v['spread']:.1f}: {v['verdict']}")
+    line = (f"- {name}: {v['margin']:+.1f} over {v['baseline']}, larger "
+            f"spread {v['spread']:.1f}: {v['verdict']}")
+    if "without_sts" in v:
+      w = v["without_sts"]
+      line += (f"; without STS-B {w['margin']:+.1f}, spread "
+               f"{w['spread']:.1f}: {w['verdict']}")
+    lines.append(line)
   return "\n".join(lines) + "\n"
 
 

@@ -18,6 +18,7 @@ import os
 from comparison import jobs as J
 from comparison import plan as P
 from comparison import report
+from comparison.config import TAGGING_TASKS
 from pretrain.run_config import RUN_SETTINGS
 from util import storage
 from util.errors import UserError
@@ -33,9 +34,35 @@ def data_job(config):
       argv=["build_pretraining_dataset.py", "--corpus-dir", config.corpus_dir,
             "--vocab-file", config.vocab_file, "--output-dir", out,
             "--max-seq-length", str(config.max_seq_length),
-            "--num-processes", str(config.num_processes)],
+            "--num-processes", str(config.num_processes),
+            "--heldout-fraction", str(config.heldout_fraction)],
       parse=J.data_result, info={"metadata": os.path.join(out,
                                                           "metadata.json")})
+
+
+def _tagging_dir(config):
+  return os.path.join(config.output_dir, "tagging_data")
+
+
+def prepare_tagging_data(config):
+  """OUTPUT_DIR/tagging_data/{chunk,pos}/: links to CoNLL-2000's train.txt,
+  and its test.txt as dev.txt (the ELECTRA release scores test)."""
+  for task in TAGGING_TASKS:
+    if task not in config.task_names:
+      continue
+    folder = os.path.join(_tagging_dir(config), task)
+    storage.makedirs(folder)
+    for name, source in (("train.txt", "train.txt"), ("dev.txt", "test.txt")):
+      link = os.path.join(folder, name)
+      target = os.path.abspath(os.path.join(config.conll_dir, source))
+      if os.path.lexists(link) and os.path.realpath(link) != target:
+        os.remove(link)  # ours: a rerun may name another conll_dir
+      if not os.path.lexists(link):
+        os.symlink(target, link)
+
+
+def _raw_data_dir(config, task):
+  return _tagging_dir(config) if task in TAGGING_TASKS else config.glue_dir
 
 
 def _model_dir(config, run):
@@ -57,6 +84,26 @@ def _pretrain_argv(config, run):
           "--model-dir", _model_dir(config, run), "--hparams", hparams]
 
 
+def blimp_jobs(config, run):
+  """(--method, key) of a run's BLiMP jobs: its objective's own estimator
+  (key: the run's name), and config.blimp_same_method, the one every
+  objective is also scored with (key: METHOD-run), unless that is its own."""
+  if not config.blimp_dir:
+    return []
+  own = P.own_pll_method(run)
+  jobs = [("", run.name)] if own else []
+  same = config.blimp_same_method
+  if same and same != own:
+    jobs.append((same, f"{same}-{run.name}"))
+  return jobs
+
+
+def _who(run):
+  """What a job's record says of its run."""
+  return {"run": run.name, "objective": run.objective,
+          "pretrain_seed": run.pretrain_seed}
+
+
 def build_jobs(config, runs):
   """Every job after the data, in the order they run."""
   pretrain, evals, final_ft, blimp, curve_ft = [], [], [], [], []
@@ -65,14 +112,14 @@ def build_jobs(config, runs):
     pretrain.append(J.Job(
         key=f"pretrain-{run.name}", group="pretrain", units=run.flops,
         argv=_pretrain_argv(config, run), parse=J.pretrain_result, echo=True,
-        info={"steps": run.steps}, defer=True))
+        info=dict(_who(run), steps=run.steps), defer=True))
     for step in run.checkpoint_steps:
       evals.append(J.Job(
           key=f"eval-{run.name}-{step}", group="eval", units=1,
           argv=_pretrain_argv(config, run) + [
               "--no-do-train", "--do-eval",
               "--eval-checkpoint", _checkpoint(config, run, step)],
-          parse=J.last_json_line, info={"run": run.name, "step": step},
+          parse=J.last_json_line, info=dict(_who(run), step=step),
           after=after, ready_file=_saved(config, run, step)))
     for step in [run.checkpoint_steps[k - 1]
                  for k in config.finetune_indices]:
@@ -82,7 +129,8 @@ def build_jobs(config, runs):
                              f"ckpt-{step}", task, f"seed-{seed}")
           argv = ["run_finetuning.py", "--init-checkpoint",
                   _checkpoint(config, run, step), "--task-names", task,
-                  "--raw-data-dir", config.glue_dir, "--output-dir", out,
+                  "--raw-data-dir", _raw_data_dir(config, task),
+                  "--output-dir", out,
                   "--seed", str(seed), "--num-trials", "1",
                   "--keep-model", "none",  # scores only: no 55 MB per job
                   "--overwrite"]  # its own folder: a retry replaces it
@@ -92,21 +140,24 @@ def build_jobs(config, runs):
                       group=f"finetune-{task}", units=1, argv=argv,
                       parse=J.finetune_result, after=after,
                       ready_file=_saved(config, run, step),
-                      info={"run": run.name, "step": step, "task": task,
-                            "seed": seed, "output_dir": out})
+                      info=dict(_who(run), step=step, task=task,
+                                seed=seed, output_dir=out))
           (final_ft if step == run.steps else curve_ft).append(job)
-    if config.blimp_dir:
-      results = os.path.join(config.output_dir, "blimp", run.name + ".json")
+    for method, key in blimp_jobs(config, run):
+      results = os.path.join(config.output_dir, "blimp", key + ".json")
       argv = ["run_scoring.py", "--mode", "blimp", "--init-checkpoint",
               _checkpoint(config, run, run.steps), "--blimp-dir",
               config.blimp_dir, "--blimp-limit", str(config.blimp_limit),
               "--results-file", results, "--overwrite"]
+      if method:
+        argv += ["--method", method]
       if config.scoring_hparams:
         argv += ["--hparams", json.dumps(config.scoring_hparams)]
-      blimp.append(J.Job(key=f"blimp-{run.name}", group="blimp", units=1,
+      blimp.append(J.Job(key=f"blimp-{key}", group="blimp", units=1,
                          argv=argv, parse=J.blimp_result, after=after,
                          ready_file=_saved(config, run, run.steps),
-                         info={"run": run.name, "results_file": results}))
+                         info=dict(_who(run), results_file=results,
+                                   method=method or P.own_pll_method(run))))
   # Across objectives within each task, so the table fills evenly.
   final_ft.sort(key=lambda j: (j.info["task"], j.info["seed"]))
   curve_ft.sort(key=lambda j: (j.info["step"], j.info["task"],
@@ -208,11 +259,16 @@ def run(config, command=""):
   print(P.format_plan(budget, runs), flush=True)
   check_plan(config, budget, runs, runner)
   storage.makedirs(os.path.join(config.output_dir, "blimp"))
+  prepare_tagging_data(config)
   jobs = select(build_jobs(config, runs), config.only)
 
   def write_report():
-    report.write(config, budget, runs, runner, command)
+    try:
+      report.write(config, budget, runs, runner, command)
+    except Exception as e:  # pylint: disable=broad-except
+      # A report bug must not stop hours of jobs; the final write raises.
+      print(f"warning: the report was not rewritten ({e!r})", flush=True)
 
   runner.run(jobs, after_each=write_report)
-  write_report()
+  report.write(config, budget, runs, runner, command)
   return report.collect(config, budget, runs, runner)

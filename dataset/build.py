@@ -15,6 +15,7 @@ import random
 import re
 import sys
 import time
+import zlib
 
 from dataset import corpus
 from dataset.example_builder import ExampleBuilder
@@ -27,11 +28,14 @@ from util.tf_quiet import import_tensorflow
 FORMAT_VERSION = 1
 SHARD_PREFIX = "pretrain_data.tfrecord-"
 SHARD_PATTERN = SHARD_PREFIX + "*"
+HELDOUT_PREFIX = "heldout_data.tfrecord-"
+HELDOUT_PATTERN = HELDOUT_PREFIX + "*"
 TEMP_PREFIX = "incomplete."  # shards before their job finishes
 METADATA = "metadata.json"
 TOKEN_COUNTS = "token_counts.txt"
 FEATURES = ("input_ids", "input_mask", "segment_ids")
-_SHARD_RE = re.compile(r"^(incomplete\.)?pretrain_data\.tfrecord-\d+-of-\d+$")
+_SHARD_RE = re.compile(
+    r"^(incomplete\.)?(pretrain|heldout)_data\.tfrecord-\d+-of-\d+$")
 _SENTENCES_PER_BATCH = 8192  # sentences per tokenizer call
 # Characters per tokenizer call too: a few huge lines must not pile up.
 _CHARS_PER_BATCH = 32 << 20
@@ -53,10 +57,22 @@ class Job:
   strip_accents: bool
   max_seq_length: int
   seed: int
+  heldout_fraction: float = 0.0
+  heldout_shard: tuple = ()  # (temporary path, final path)
 
 
 def shard_name(i, n):
   return f"{SHARD_PREFIX}{i}-of-{n}"
+
+
+def is_heldout(doc, seed, fraction):
+  """Whether a document goes to the held-out shards: a hash of its text,
+  so the split is the same for any number of processes or files."""
+  if fraction <= 0:
+    return False
+  text = "\n".join(doc).encode("utf-8", "replace")
+  key = zlib.crc32(text, seed & 0xFFFFFFFF)
+  return key < fraction * 2**32
 
 
 def job_seed(seed, index):
@@ -89,6 +105,9 @@ class _JobStats:
     self.padding_tokens = 0
     self.examples = 0
     self.single_segment = 0
+    self.heldout_docs = 0
+    self.heldout_examples = 0
+    self.heldout_tokens = 0
     self.seconds = 0.0  # time spent working, without process start-up
 
 
@@ -155,7 +174,13 @@ def run_job(job, tokenizer=None, log=print):
   builder = ExampleBuilder(job.max_seq_length, ids["cls"], ids["sep"],
                            ids["pad"], random.Random(job_seed(job.seed,
                                                               job.index)))
+  # Held-out documents get a builder of their own: no example mixes both.
+  heldout_builder = ExampleBuilder(
+      job.max_seq_length, ids["cls"], ids["sep"], ids["pad"],
+      random.Random(job_seed(job.seed, job.index) + 1))
   writers = [tf.io.TFRecordWriter(tmp) for _, tmp, _ in job.shards]
+  heldout_writer = (tf.io.TFRecordWriter(job.heldout_shard[0])
+                    if job.heldout_shard else None)
   pending = []  # unpadded ids awaiting a bincount
   start = last_report = time.time()
   tag = f"[job {job.index + 1}/{job.num_jobs}] " if job.num_jobs > 1 else ""
@@ -167,8 +192,13 @@ def run_job(job, tokenizer=None, log=print):
           minlength=tokenizer.vocab_size)[:tokenizer.vocab_size]
       pending.clear()
 
-  def emit(example):
+  def emit(example, heldout=False):
     if example is None:
+      return
+    if heldout:  # counted apart: token_counts describe training data
+      heldout_writer.write(_example_bytes(example, tf))
+      stats.heldout_examples += 1
+      stats.heldout_tokens += example.num_tokens
       return
     shard = stats.examples % len(writers)
     writers[shard].write(_example_bytes(example, tf))
@@ -182,42 +212,46 @@ def run_job(job, tokenizer=None, log=print):
     if len(pending) > 4_000_000:
       count_pending()
 
-  def flush(docs):
+  def flush(docs, held_flags):
     sentences = [s for doc in docs for s in doc]
     token_ids = tokenizer.tokenize_batch(sentences)
     pos = 0
-    for doc in docs:
+    for doc, held in zip(docs, held_flags):
       produced = False
+      into = heldout_builder if held else builder
       for sentence_ids in token_ids[pos:pos + len(doc)]:
         stats.tokens_tokenized += len(sentence_ids)
         produced |= bool(sentence_ids)
         if len(sentence_ids) <= job.max_seq_length - 2:
-          emit(builder.add_sentence(sentence_ids))
+          emit(into.add_sentence(sentence_ids), held)
           continue
         # Too long for one example (a huge line, or a script whose sentence
         # ends the splitter does not know): fill several, trim nothing.
         stats.sentences_split += 1
-        for example in builder.add_long_sentence(sentence_ids):
-          emit(example)
+        for example in into.add_long_sentence(sentence_ids):
+          emit(example, held)
       pos += len(doc)
-      emit(builder.end_document())
+      emit(into.end_document(), held)
       if produced:
         stats.docs += 1
+        stats.heldout_docs += held
       else:
         stats.empty_docs += 1
 
-  batch, batch_sentences, batch_chars = [], 0, 0
+  batch, held_flags, batch_sentences, batch_chars = [], [], 0, 0
   share = _JobShare(job)
   for doc in _job_documents(job, stats):
     sentences = [s for p in doc for s in corpus.split_sentences(p)]
     batch.append(sentences)
+    held_flags.append(bool(heldout_writer) and is_heldout(
+        doc, job.seed, job.heldout_fraction))
     batch_sentences += len(sentences)
     batch_chars += sum(len(p) for p in doc)
     share.add(doc)
     if (batch_sentences >= _SENTENCES_PER_BATCH or
         batch_chars >= _CHARS_PER_BATCH):
-      flush(batch)
-      batch, batch_sentences, batch_chars = [], 0, 0
+      flush(batch, held_flags)
+      batch, held_flags, batch_sentences, batch_chars = [], [], 0, 0
       now = time.time()
       if now - last_report >= _PROGRESS_SECONDS:
         last_report = now
@@ -231,14 +265,18 @@ def run_job(job, tokenizer=None, log=print):
             f"{format_seconds(now - start)}, ETA {format_seconds(eta)}",
             flush=True)
   if batch:
-    flush(batch)
+    flush(batch, held_flags)
   count_pending()
   # Padding positions count too: token_counts covers every input_ids slot.
   stats.token_counts[ids["pad"]] += stats.padding_tokens
+  renames = [(tmp, final) for _, tmp, final in job.shards]
+  if heldout_writer:
+    writers.append(heldout_writer)
+    renames.append(job.heldout_shard)
   for writer in writers:
     writer.close()
   # Only now do the shards get names that look complete.
-  for _, tmp, final in job.shards:
+  for tmp, final in renames:
     storage.rename(tmp, final, overwrite=True)
   stats.seconds = time.time() - start
   # A plain dict: worker results must unpickle without this module.
@@ -350,6 +388,10 @@ def make_jobs(config, files, vocab):
     shards = [(i, storage.join(out, TEMP_PREFIX + shard_name(i, n)),
                storage.join(out, shard_name(i, n)))
               for i in range(j, n, num_jobs)]
+    heldout = ()
+    if config.heldout_fraction > 0:
+      name = f"{HELDOUT_PREFIX}{j}-of-{num_jobs}"
+      heldout = (storage.join(out, TEMP_PREFIX + name), storage.join(out, name))
     quota = 0
     if config.max_docs:
       quota = config.max_docs // num_jobs + (j < config.max_docs % num_jobs)
@@ -358,7 +400,8 @@ def make_jobs(config, files, vocab):
         files=list(files) if stripe_docs else files[j::num_jobs],
         stripe_docs=stripe_docs, max_docs=quota, shards=shards, vocab=vocab,
         lower_case=config.lower_case, strip_accents=config.do_strip_accents,
-        max_seq_length=config.max_seq_length, seed=config.seed))
+        max_seq_length=config.max_seq_length, seed=config.seed,
+        heldout_fraction=config.heldout_fraction, heldout_shard=heldout))
   return jobs
 
 
@@ -460,7 +503,15 @@ def write_outputs(config, jobs, results, tokenizer, vocab, files,
       "token_counts_include_padding": True,
       "num_processes": len(jobs),
       "seed": config.seed,
+      # Documents set aside for evaluation (none of them in the shards
+      # above); heldout_shard_pattern is absent when there are none.
+      "heldout_fraction": config.heldout_fraction,
+      "num_heldout_documents": total("heldout_docs"),
+      "num_heldout_examples": total("heldout_examples"),
+      "num_heldout_tokens": total("heldout_tokens"),
   }
+  if config.heldout_fraction > 0:
+    metadata["heldout_shard_pattern"] = HELDOUT_PATTERN
   storage.write_text_atomic(storage.join(config.output_dir, METADATA),
                             json.dumps(metadata, indent=2) + "\n")
   return metadata, read
@@ -530,6 +581,10 @@ def build_dataset(config):
   # Per process, on the time each spent working (start-up excluded).
   busy = sum(r["seconds"] for r in results)
   busy_rate = meta["num_tokens_tokenized"] / max(busy, 1e-9)
+  if config.heldout_fraction > 0:
+    print(f"held out: {meta['num_heldout_documents']} of "
+          f"{meta['num_documents']} docs, {meta['num_heldout_examples']} "
+          f"examples ({HELDOUT_PATTERN}), never trained on", flush=True)
   print(f"done: {meta['num_documents']} docs, "
         f"{meta['num_tokens_tokenized']} tokens, "
         f"{meta['num_examples']} examples in {seconds:.1f}s; "

@@ -20,6 +20,9 @@ class BuildConfig:
   seed: int = 12345
   overwrite: bool = False  # replace this tool's files in a used output dir
   max_docs: int = 0  # 0 = all; split evenly among the processes
+  # Share of documents (by a hash of their text) set aside in held-out
+  # shards that training never reads; pretraining evaluates on them.
+  heldout_fraction: float = 0.02
 
   def validate(self):
     if not self.corpus_dir:
@@ -43,6 +46,9 @@ class BuildConfig:
     if self.num_out_files < self.num_processes:
       raise UserError(f"--num-out-files ({self.num_out_files}) must be at "
                       f"least --num-processes ({self.num_processes})")
+    if not 0 <= self.heldout_fraction <= 0.5:
+      raise UserError(f"--heldout-fraction must be in [0, 0.5], got "
+                      f"{self.heldout_fraction}")
     if self.max_docs < 0:
       raise UserError(f"--max-docs must be >= 0, got {self.max_docs}")
 

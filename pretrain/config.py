@@ -45,6 +45,9 @@ class PretrainingConfig:
   data_dir: str = ""
   model_name: str = ""
   pretrain_tfrecords: str = ""  # glob(s), comma-separated; default from dir
+  # Eval data; default: the dataset's held-out shards (metadata.json), or
+  # the training shards for a dataset built without a held-out split.
+  eval_tfrecords: str = ""
   vocab_file: str = ""
   model_dir: str = ""
   init_checkpoint: str = ""  # a checkpoint to start from (weights only)

@@ -73,7 +73,26 @@ def load_metadata(config):
             "max_seq_length": _first_record_length(files[0]),
             "path": f"{files[0]} (no {METADATA_FILE}; inferred)"}
   meta["files"] = files
+  meta["eval_files"], meta["eval_source"] = _eval_files(config, meta, files)
   return meta
+
+
+def _eval_files(config, meta, files):
+  """The shards eval reads, and what they are: eval_tfrecords, the
+  dataset's held-out shards, or (datasets without any) the training ones."""
+  if config.eval_tfrecords:
+    found = list_shards(config.eval_tfrecords)
+    if not found:
+      raise UserError(f"no eval TFRecords match '{config.eval_tfrecords}'")
+    return found, "eval_tfrecords"
+  pattern = meta.get("heldout_shard_pattern")
+  if pattern and meta.get("num_heldout_examples", 0) > 0:
+    found = list_shards(os.path.join(os.path.dirname(files[0]), pattern))
+    if not found:
+      raise UserError(f"the dataset's held-out shards ({pattern}, "
+                      f"{meta['path']}) are missing; rebuild the data")
+    return found, "held-out documents"
+  return files, "training shards (the dataset has no held-out split)"
 
 
 def check_metadata(meta, config):
@@ -169,7 +188,7 @@ def make_dataset(config, meta, batch_size, is_training=True,
       replicas' rows, so a run gives the same result on any number of
       workers (at the cost of each worker reading all the data).
   """
-  files = meta["files"]
+  files = meta["files"] if is_training else meta["eval_files"]
   pipeline_id, num_pipelines, num_replicas = 0, 1, 1
   if input_context is not None:
     pipeline_id = input_context.input_pipeline_id

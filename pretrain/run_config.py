@@ -20,7 +20,8 @@ CONFIG_FILE = "pretrain_config.json"  # written by pretrain/trainer.py
 # and hardware. A change to any other field of a trained run is refused
 # unless accept_hparam_changes; raising num_train_steps is allowed.
 RUN_SETTINGS = frozenset((
-    "data_dir", "model_name", "pretrain_tfrecords", "vocab_file", "model_dir",
+    "data_dir", "model_name", "pretrain_tfrecords", "eval_tfrecords",
+    "vocab_file", "model_dir",
     "init_checkpoint", "eval_checkpoint", "accept_hparam_changes",
     "do_train", "do_eval", "debug", "iterations_per_loop", "log_every_steps",
     "save_checkpoints_steps", "save_checkpoints_secs", "keep_checkpoint_max",

@@ -399,6 +399,8 @@ class Trainer:
       print("note: no checkpoint in model_dir; evaluating initial weights")
     self.model.begin_step(int(self.optimizer.iterations.numpy()),
                           restored=True)
+    print(f"eval data: {self.meta['eval_source']} "
+          f"({len(self.meta['eval_files'])} shard(s))", flush=True)
     iterator = iter(self._distributed_dataset(config.eval_batch_size, False))
     keys = tuple(self.model.LOG_KEYS) + tuple(self.model.EVAL_KEYS)
 

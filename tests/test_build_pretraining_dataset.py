@@ -379,3 +379,75 @@ def test_two_processes(tmp_path):
   assert code == 0
   meta = _assert_documents_kept_apart(out, 6)
   assert meta["num_processes"] == 2
+
+
+def _rows(path, seq_len=SEQ):
+  import tensorflow as tf
+  spec = {"input_ids": tf.io.FixedLenFeature([seq_len], tf.int64)}
+  return [tuple(r) for batch in tf.data.TFRecordDataset(str(path)).batch(512)
+          for r in tf.io.parse_example(batch, spec)["input_ids"].numpy()]
+
+
+def _held_out_rows(out):
+  return sorted(r for p in pathlib.Path(out).glob("heldout_data.tfrecord-*")
+                for r in _rows(p))
+
+
+def test_heldout_documents_never_reach_the_training_shards(tmp_path):
+  """A document goes wholly to the held-out shards or wholly to training,
+  decided by a hash of its text: the same split for 1 or 2 processes."""
+  out = tmp_path / "one"
+  code, _ = build(corpus_dir=SAMPLE_DIR, vocab_file=VOCAB, output_dir=out,
+                  max_docs=60, max_seq_length=SEQ, num_out_files=3,
+                  heldout_fraction=0.25)
+  assert code == 0
+  meta, arrays = check_dataset(out)  # training shards and their counts
+  docs = [d for p in corpus.find_files(str(SAMPLE_DIR))
+          for d in corpus.read_documents(p)][:60]
+  expected = sum(dataset_build.is_heldout(d, 12345, 0.25) for d in docs)
+  assert 5 <= expected <= 25  # about a quarter
+  assert meta["num_heldout_documents"] == expected
+  held = _held_out_rows(out)
+  assert len(held) == meta["num_heldout_examples"] > 0
+  assert meta["heldout_shard_pattern"] == "heldout_data.tfrecord-*"
+  # No 24 consecutive tokens of a held-out example occur in training data.
+  def grams(rows):
+    return {tuple(r[i:i + 24]) for r in rows for i in range(1, SEQ - 24)
+            if 0 not in r[i:i + 24] and 102 not in r[i:i + 24]}
+  train = grams(tuple(r) for r in arrays["input_ids"])
+  assert grams(held) and not grams(held) & train
+  two = tmp_path / "two"
+  code, _ = build(corpus_dir=SAMPLE_DIR, vocab_file=VOCAB, output_dir=two,
+                  max_docs=60, max_seq_length=SEQ, num_out_files=4,
+                  num_processes=2, heldout_fraction=0.25)
+  assert code == 0
+  assert metadata(two)["num_heldout_documents"] == expected
+
+
+def test_pretraining_evaluates_on_the_heldout_shards(tmp_path, capsys):
+  from configure_pretraining import PretrainingConfig
+  from pretrain import data
+  out = tmp_path / "pretrain_tfrecords"
+  code, _ = build(corpus_dir=SAMPLE_DIR, vocab_file=VOCAB, output_dir=out,
+                  max_docs=40, max_seq_length=SEQ, num_out_files=2,
+                  heldout_fraction=0.3)
+  assert code == 0
+  config = PretrainingConfig(data_dir=str(tmp_path), model_name="m",
+                             max_seq_length=SEQ)
+  config.resolve()
+  meta = data.load_metadata(config)
+  assert meta["eval_source"] == "held-out documents"
+  assert [pathlib.Path(f).name for f in meta["eval_files"]] == [
+      "heldout_data.tfrecord-0-of-1"]
+  data.check_metadata(meta, config)
+  batch = next(iter(data.make_dataset(config, meta, 8, is_training=False)))
+  held = set(_held_out_rows(out))
+  assert {tuple(r) for r in batch["input_ids"].numpy()} <= held
+  # A dataset built before held-out splits: eval reads the training shards.
+  old = metadata(out)
+  for key in ("heldout_shard_pattern", "num_heldout_examples"):
+    del old[key]
+  (out / "metadata.json").write_text(json.dumps(old))
+  meta = data.load_metadata(config)
+  assert meta["eval_files"] == meta["files"]
+  assert "no held-out split" in meta["eval_source"]

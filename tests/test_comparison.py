@@ -213,3 +213,101 @@ def test_margins_over_bert_count_only_beyond_the_seed_spread():
                            "versus_baseline": versus})
   assert "- electra: +6.0 over mlm, larger spread 3.0: ahead" in table
   assert "- script: -9.0 over mlm, larger spread 3.0: behind" in table
+
+
+def test_pretraining_seeds_plan_one_run_each_with_its_own_seed():
+  c = config(objectives="mlm:2,electra,electra_15:1", pretrain_seeds=2,
+             budget_flops=1e14)
+  _, runs = P.plan_runs(c, 8000)
+  # Every objective's first run, then the second ones.
+  assert [(r.name, r.objective, r.pretrain_seed) for r in runs] == [
+      ("mlm", "mlm", 1), ("electra", "electra", 1),
+      ("electra_15", "electra_15", 1), ("mlm.seed2", "mlm", 2),
+      ("electra.seed2", "electra", 2)]
+  by_name = {r.name: r for r in runs}
+  # Seed 1 is the run as planned without seeds; seed 2 differs only there.
+  assert "seed" not in by_name["mlm"].hparams
+  assert by_name["mlm.seed2"].hparams == dict(by_name["mlm"].hparams,
+                                              seed=PretrainingConfig.seed + 1)
+  assert by_name["mlm.seed2"].steps == by_name["mlm"].steps
+  for bad, message in (("electra:0", "whole number >= 1"),
+                       ("electra:two", "whole number >= 1"),
+                       ("mlm,mlm:2", "named twice")):
+    with pytest.raises(UserError, match=message):
+      config(objectives=bad).objective_seeds  # noqa: B018
+
+
+class FakeRunner:
+  def __init__(self, results):
+    self.results = results
+
+  def result(self, key):
+    return self.results.get(key)
+
+
+def test_scores_pool_pretraining_and_finetuning_seeds():
+  """Every (pretraining, fine-tuning) seed pair is one sample: GLUE is the
+  pair's task mean, its median and spread are over pairs; chunk stays out
+  of the GLUE mean; w/o STS-B drops STS-B from each pair's mean."""
+  c = config(objectives="mlm:2", tasks="sts,rte,chunk", seeds=2,
+             budget_flops=1e14, num_checkpoints=1)
+  _, runs = P.plan_runs(c, 8000)
+  step = runs[0].steps
+  scores = {("mlm", 1): (30.0, 50.0, 80.0), ("mlm", 2): (40.0, 54.0, 82.0),
+            ("mlm.seed2", 1): (70.0, 52.0, 84.0),
+            ("mlm.seed2", 2): (60.0, 56.0, 86.0)}
+  metric = {"sts": "spearman", "rte": "accuracy", "chunk": "f1"}
+  results = {}
+  for (run, seed), values in scores.items():
+    for task, value in zip(("sts", "rte", "chunk"), values):
+      results[f"finetune-{run}-{step}-{task}-{seed}"] = {metric[task]: value}
+  results[f"eval-mlm-{step}"] = {"masked_lm_accuracy": 0.30}
+  results[f"eval-mlm.seed2-{step}"] = {"masked_lm_accuracy": 0.40}
+  out = report.collect(c, 1e14, runs, FakeRunner(results))["objectives"]
+  o = out["mlm"]
+  assert o["pretrain_seeds"] == 2 and o["runs"] == ["mlm", "mlm.seed2"]
+  glue = [np.mean(v[:2]) for v in scores.values()]  # 40, 47, 61, 58
+  assert o["glue_score"] == pytest.approx(np.median(glue))  # 52.5
+  assert o["glue_spread"] == pytest.approx(np.ptp(glue))
+  assert o["glue_no_sts_score"] == pytest.approx(53.0)  # rte alone
+  assert o["glue_no_sts_spread"] == pytest.approx(6.0)
+  assert o["tasks"]["chunk"]["median"] == pytest.approx(83.0)
+  assert o["tasks"]["sts"]["spread"] == pytest.approx(40.0)
+  assert o["eval"]["masked_lm_accuracy"] == pytest.approx(0.35)
+  table = report.markdown(report.collect(c, 1e14, runs, FakeRunner(results)))
+  assert "| mlm (x2) |" in table and "GLUE w/o STS-B" in table
+  assert "Chunk" in table.splitlines()[0]
+
+
+def test_tagging_tasks_need_a_conll_folder(tmp_path):
+  c = ComparisonConfig(output_dir=str(tmp_path), tasks="chunk")
+  with pytest.raises(UserError, match="chunk need --conll-dir"):
+    c.validate()
+  c = ComparisonConfig(output_dir=str(tmp_path), tasks="pos",
+                       conll_dir=str(tmp_path))
+  with pytest.raises(UserError, match="has no train.txt"):
+    c.validate()
+
+
+def test_blimp_jobs_own_estimator_and_the_same_one_for_all(tmp_path):
+  from comparison import runner
+  c = config(objectives="mlm,electra,replace_mlm", budget_flops=1e14,
+             blimp_dir=str(tmp_path), tasks="")
+  _, runs = P.plan_runs(c, 8000)
+  jobs = {r.name: runner.blimp_jobs(c, r) for r in runs}
+  # BERT's own estimator is mlm; Replace MLM has none of its own.
+  assert jobs == {"mlm": [("", "mlm")],
+                  "electra": [("", "electra"), ("mlm", "mlm-electra")],
+                  "replace_mlm": [("mlm", "mlm-replace_mlm")]}
+  keys = [j.key for j in runner.build_jobs(c, runs)
+          if j.key.startswith("blimp")]
+  assert keys == ["blimp-mlm", "blimp-electra", "blimp-mlm-electra",
+                  "blimp-mlm-replace_mlm"]
+  fake = FakeRunner({"blimp-mlm": {"overall": 0.6, "pairs": 10},
+                     "blimp-electra": {"overall": 0.5, "pairs": 10},
+                     "blimp-mlm-electra": {"overall": 0.55, "pairs": 10}})
+  out = report.collect(c, 1e14, runs, fake)["objectives"]
+  assert (out["mlm"]["blimp"], out["mlm"]["blimp_same"]) == (60.0, 60.0)
+  assert out["electra"]["blimp"] == 50.0
+  assert out["electra"]["blimp_same"] == pytest.approx(55.0)
+  assert "blimp" not in out["replace_mlm"]
