@@ -37,6 +37,10 @@ class Run:
   checkpoint_steps: list  # steps whose checkpoints are evaluated
   objective: str = ""  # as the user wrote it; the report's row
   pretrain_seed: int = 1
+  # The matmuls a step really runs (pretrain/flops.py model_flops_per_step:
+  # no lookups, no elementwise ops, backward = 2x forward), beside the
+  # paper's convention that the budget uses.
+  matmul_flops_per_step: float = 0.0
 
   def checkpoint_flops(self, step):
     return self.flops_per_step * step
@@ -94,8 +98,9 @@ def plan_runs(config, vocab_size, vocab_file=""):
     if values.get("training_algorithm") == "two_stage":
       raise UserError(f"{name}: two_stage runs split their steps in two; "
                       "compare them with run_pretraining.py directly")
-    per_step = flops.train_flops_per_step(
-        _config(values, vocab_size, config.max_seq_length))
+    run_config = _config(values, vocab_size, config.max_seq_length)
+    per_step = flops.train_flops_per_step(run_config)
+    matmul_per_step = flops.model_flops_per_step(run_config)
     n = config.num_checkpoints
     every = max(1, round(budget / per_step / n))
     steps = every * n  # checkpoints at exactly k/N of the run
@@ -118,7 +123,8 @@ def plan_runs(config, vocab_size, vocab_file=""):
                       hparams=seeded, steps=steps, flops=per_step * steps,
                       flops_per_step=per_step,
                       checkpoint_steps=[every * (j + 1) for j in range(n)],
-                      objective=name, pretrain_seed=k))
+                      objective=name, pretrain_seed=k,
+                      matmul_flops_per_step=matmul_per_step))
   # Every objective's first run before any second one: each row has a
   # result hours before the seeds that tighten it.
   runs.sort(key=lambda r: r.pretrain_seed)

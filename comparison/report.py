@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from comparison import baselines
 from comparison import plan as P
 from comparison.plan import ALIASES
 from finetune.scorer import GLUE_METRICS
@@ -119,6 +120,7 @@ def collect(config, budget, runs, runner, command=""):
     final = checkpoints[-1]
     entry = {"flops": first.flops, "steps": first.steps,
              "flops_per_step": first.flops_per_step,
+             "matmul_flops": first.matmul_flops_per_step * first.steps,
              "pretrain_seeds": len(group), "runs": [r.name for r in group],
              "tasks": final["tasks"], "checkpoints": checkpoints}
     entry.update({k: final[k] for k in SUMMARY_KEYS if k in final})
@@ -174,6 +176,8 @@ def _verdict(o, ref, key):
 def _cell(stats):
   if not stats:
     return "-"
+  if stats["spread"] is None:  # one number, no seeds
+    return f"{stats['median']:.1f}"
   return f"{stats['median']:.1f} ({stats['spread']:.1f})"
 
 
@@ -182,16 +186,21 @@ def markdown(results):
   same = results.get("blimp_same_method", "")
   glue = _glue_tasks(tasks)
   no_sts = "sts" in glue and len(glue) > 1
-  head = (["objective", "steps", "train FLOPs"] +
+  head = (["objective", "steps", "train FLOPs", "matmul FLOPs"] +
           [TASK_TITLES.get(t, t) for t in tasks] + ["GLUE"] +
           ["GLUE w/o STS-B"] * no_sts + ["BLiMP (own)"] +
           [f"BLiMP ({same})"] * bool(same))
   lines = ["| " + " | ".join(head) + " |",
            "|" + "---|" * len(head)]
-  for name, o in results["objectives"].items():
+  rows = dict(results["objectives"])
+  if results.get("baseline"):
+    rows["baseline (no text)"] = dict(results["baseline"], steps="-",
+                                      flops=None)
+  for name, o in rows.items():
     seeds = o.get("pretrain_seeds", 1)
-    row = [name + (f" (x{seeds})" if seeds > 1 else ""), str(o["steps"]),
-           f"{o['flops']:.2e}"]
+    row = [name + (f" (x{seeds})" if seeds > 1 else ""), str(o["steps"])]
+    row += [f"{o[k]:.2e}" if o.get(k) else "-"
+            for k in ("flops", "matmul_flops")]
     row += [_cell(o["tasks"].get(t)) for t in tasks]
     for key in ["glue"] + ["glue_no_sts"] * no_sts:
       row.append(_cell({"median": o[f"{key}_score"],
@@ -217,7 +226,14 @@ def markdown(results):
                f" and by {same} for every model" if same else "") + "; the "
             "mean over pretraining seeds. "
             f"Every run spent {results['budget_flops']:.2e} train FLOPs "
-            f"(ELECTRA appendix E convention); {results['machine']}."]
+            "by ELECTRA appendix E's convention (embedding lookups priced as "
+            "dense matmuls, backward = forward); matmul FLOPs: the matrix "
+            "multiplies the run really executed (no lookups, backward = 2x "
+            f"forward). {results['machine']}."]
+  if results.get("baseline"):
+    lines[-1] += (" Baseline (no text): GLUE tasks' training majority class "
+                  "(CoLA MCC and STS-B Spearman of a constant are 0); chunk "
+                  "and POS: each word's most frequent training tag.")
   versus = results.get("versus_baseline") or {}
   if versus:
     lines += ["", "Against BERT (GLUE; a margin counts when it is larger "
@@ -284,8 +300,38 @@ def plot(results, path_glue, path_curves):
   plt.close(fig)
 
 
-def write(config, budget, runs, runner, command=""):
+def task_baselines(config, raw_data_dir):
+  """{task: the no-text baseline's dev score} (comparison/baselines.py),
+  computed once and kept in OUTPUT_DIR/baselines.json."""
+  path = os.path.join(config.output_dir, "baselines.json")
+  kept = json.loads(storage.read_text(path)) if storage.exists(path) else {}
+  todo = [t for t in config.task_names if t not in kept]
+  for task in todo:
+    kept[task] = baselines.baseline_score(task, raw_data_dir(task),
+                                          TASK_METRICS.get(task, "accuracy"))
+  if todo:
+    storage.write_text_atomic(path, json.dumps(kept, indent=2))
+  return {t: kept[t] for t in config.task_names}
+
+
+def baseline_row(tasks, scores):
+  """The baselines as a results entry: per task, and the GLUE means."""
+  glue = _glue_tasks(tasks)
+  row = {"tasks": {t: {"median": v, "spread": None} for t, v in
+                   scores.items()}}
+  for key, members in (("glue", glue),
+                       ("glue_no_sts", [t for t in glue if t != "sts"])):
+    if members:
+      row[f"{key}_score"] = float(np.mean([scores[t] for t in members]))
+      row[f"{key}_spread"] = None
+  return row
+
+
+def write(config, budget, runs, runner, command="", raw_data_dir=None):
   results = collect(config, budget, runs, runner, command)
+  if raw_data_dir and config.task_names:
+    results["baseline"] = baseline_row(
+        config.task_names, task_baselines(config, raw_data_dir))
   out = config.output_dir
   storage.write_text_atomic(os.path.join(out, "results.json"),
                             json.dumps(results, indent=2))

@@ -262,13 +262,16 @@ def run(config, command=""):
   prepare_tagging_data(config)
   jobs = select(build_jobs(config, runs), config.only)
 
+  def raw_dir(task):
+    return _raw_data_dir(config, task)
+
   def write_report():
     try:
-      report.write(config, budget, runs, runner, command)
+      report.write(config, budget, runs, runner, command, raw_dir)
     except Exception as e:  # pylint: disable=broad-except
       # A report bug must not stop hours of jobs; the final write raises.
       print(f"warning: the report was not rewritten ({e!r})", flush=True)
 
   runner.run(jobs, after_each=write_report)
-  report.write(config, budget, runs, runner, command)
+  report.write(config, budget, runs, runner, command, raw_dir)
   return report.collect(config, budget, runs, runner)

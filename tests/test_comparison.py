@@ -266,6 +266,12 @@ def test_scores_pool_pretraining_and_finetuning_seeds():
   out = report.collect(c, 1e14, runs, FakeRunner(results))["objectives"]
   o = out["mlm"]
   assert o["pretrain_seeds"] == 2 and o["runs"] == ["mlm", "mlm.seed2"]
+  hp = apply_overrides(PretrainingConfig(), runs[0].hparams)
+  hp.vocab_size = 8000
+  # The matmuls it ran: fewer than the paper's count, which prices lookups.
+  assert o["matmul_flops"] == pytest.approx(
+      flops.model_flops_per_step(hp) * step)
+  assert o["matmul_flops"] < o["flops"]
   glue = [np.mean(v[:2]) for v in scores.values()]  # 40, 47, 61, 58
   assert o["glue_score"] == pytest.approx(np.median(glue))  # 52.5
   assert o["glue_spread"] == pytest.approx(np.ptp(glue))
@@ -311,3 +317,39 @@ def test_blimp_jobs_own_estimator_and_the_same_one_for_all(tmp_path):
   assert out["electra"]["blimp"] == 50.0
   assert out["electra"]["blimp_same"] == pytest.approx(55.0)
   assert "blimp" not in out["replace_mlm"]
+
+
+def test_baselines_are_the_majority_class_and_most_frequent_tag(tmp_path):
+  """GLUE's training majority class scored on dev (MRPC 68.4, RTE 52.7
+  as the issue measured; a constant's MCC and Spearman are 0), and chunk
+  and POS by each word's most frequent training tag, checked here against
+  a count of our own on a small CoNLL file."""
+  from comparison import baselines
+  glue = os.path.join(SHARED, "glue")
+  assert baselines.baseline_score("mrpc", glue, "accuracy") == \
+      pytest.approx(100 * 279 / 408)
+  assert baselines.baseline_score("rte", glue, "accuracy") == \
+      pytest.approx(100 * 146 / 277)
+  assert baselines.baseline_score("cola", glue, "mcc") == 0.0
+  assert baselines.baseline_score("sts", glue, "spearman") == 0.0
+  for task in ("chunk", "pos"):
+    (tmp_path / task).mkdir()
+    (tmp_path / task / "train.txt").write_text(
+        "the DT B-NP\ncat NN I-NP\nruns VBZ B-VP\n\n"
+        "a DT B-NP\ndog NN I-NP\nsits VBZ B-VP\n\ncat NN B-NP\n\n")
+    (tmp_path / task / "dev.txt").write_text(
+        "the DT B-NP\ndog NN I-NP\nruns VBZ B-VP\n\nruns NN B-NP\n\n"
+        "cow NN B-NP\n\n")
+  # "runs" is tagged VBZ (a verb chunk) as in training, wrongly here; the
+  # unseen "cow" takes the commonest tag (NN; the chunk tag B-NP).
+  assert baselines.baseline_score("pos", str(tmp_path), "accuracy") == \
+      pytest.approx(100 * 4 / 5)
+  # Chunks: 4 gold, 4 predicted, 3 right.
+  assert baselines.baseline_score("chunk", str(tmp_path), "f1") == \
+      pytest.approx(75.0)
+  row = report.baseline_row(["rte", "sts"], {"rte": 52.0, "sts": 0.0})
+  table = report.markdown({"tasks": ["rte", "sts"], "objectives": {},
+                           "seeds": 3, "budget_flops": 1.0, "machine": "cpu",
+                           "baseline": row})
+  assert "| baseline (no text) | - | - | - | 52.0 | 0.0 | 26.0 | 52.0 | - |" \
+      in table
