@@ -9,6 +9,7 @@ from pretrain.config import PretrainingConfig
 from scoring.config import ScoringConfig
 from util import storage
 from util.config import apply_overrides
+from util.config import check_numbers
 from util.config import parse_config
 from util.errors import UserError
 
@@ -64,6 +65,12 @@ class ComparisonConfig:
 
   dry_run: bool = False  # print the plan (steps, FLOPs per run) and stop
 
+  # Every number's range (util/config.check_numbers).
+  RANGES = {"num_processes": ">= 1", "max_seq_length": ">= 8",
+            "budget_flops": ">= 0", "num_checkpoints": ">= 1",
+            "warmup_fraction": "(0, 1)", "seeds": ">= 1",
+            "blimp_limit": ">= 0", "parallel_jobs": ">= 1"}
+
   @property
   def objective_names(self):
     return [o.strip() for o in self.objectives.split(",") if o.strip()]
@@ -99,25 +106,20 @@ class ComparisonConfig:
       raise UserError("--output-dir is required")
     if not self.objective_names:
       raise UserError("no objectives: --objectives mlm,electra,...")
-    if len(set(self.objective_names)) != len(self.objective_names):
-      raise UserError(f"an objective is named twice in '{self.objectives}'")
-    for name in ("num_checkpoints", "seeds", "num_processes",
-                 "max_seq_length", "parallel_jobs"):
-      if getattr(self, name) < 1:
-        raise UserError(f"{name} must be >= 1, got {getattr(self, name)}")
-    if self.budget_flops < 0:
-      raise UserError(f"budget_flops must be >= 0, got {self.budget_flops}")
-    if not 0 < self.warmup_fraction < 1:
-      raise UserError("warmup_fraction must be in (0, 1)")
+    twice = [o for i, o in enumerate(self.objective_names)
+             if o in self.objective_names[:i]]
+    if twice:
+      raise UserError(f"objective '{twice[0]}' is named twice in "
+                      f"--objectives '{self.objectives}'")
+    check_numbers(self)
     self.finetune_indices  # noqa: B018 (checks the value)
-    if self.blimp_limit < 0:
-      raise UserError("blimp_limit must be >= 0")
-    # Unknown or ill-typed keys fail here, not hours later in a job.
+    # Unknown, ill-typed or out-of-range values fail here, not hours later
+    # in a job.
     for flag, cls, values in (
         ("--pretrain-hparams", PretrainingConfig, self.pretrain_hparams),
         ("--finetune-hparams", FinetuningConfig, self.finetune_hparams),
         ("--scoring-hparams", ScoringConfig, self.scoring_hparams)):
-      apply_overrides(cls(), values, flag)
+      check_numbers(apply_overrides(cls(), values, flag), flag)
     self.corpus_dir = self.corpus_dir or os.path.join(ROOT, "sample_data",
                                                       "corpus")
     self.vocab_file = self.vocab_file or os.path.join(ROOT, "sample_data",

@@ -21,6 +21,11 @@ class BuildConfig:
   overwrite: bool = False  # replace this tool's files in a used output dir
   max_docs: int = 0  # 0 = all; split evenly among the processes
 
+  # Every number's range (util/config.check_numbers, after validate).
+  RANGES = {"build_vocab": ">= 0", "max_seq_length": "[8, 8192]",
+            "num_processes": ">= 1", "num_out_files": ">= 1", "seed": None,
+            "max_docs": ">= 0"}
+
   def validate(self):
     if not self.corpus_dir:
       raise UserError("--corpus-dir is required")
