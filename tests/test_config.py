@@ -189,7 +189,7 @@ def test_every_number_of_every_config_has_a_range(cls):
     (["--hparams", '{"learning_rate": 1e999}'],
      "hparam 'learning_rate' must be a finite number, got inf"),
     (["--adam-beta1", "1.5"], "hparam 'adam_beta1' must be in [0, 1), got 1.5"),
-    (["--clip-norm", "-1"], "hparam 'clip_norm' must be >= 0, got -1.0"),
+    (["--clip-norm", "-1"], "hparam 'clip_norm' must be >= 0, got -1"),
     (["--max-seq-length", "0"], "hparam 'max_seq_length' must be >= 8, got 0"),
     (["--max-seq-length", "1024"],
      "max_seq_length 1024 exceeds the model's 512 positions "
@@ -221,11 +221,11 @@ def test_duplicate_keys_in_an_hparams_file_and_nested(tmp_path):
     ("run_finetuning", ["--hparams", '{"learning_rate": NaN}'],
      "hparam 'learning_rate' must be a finite number, got nan"),
     ("run_finetuning", ["--num-train-epochs", "-1"],
-     "hparam 'num_train_epochs' must be > 0, got -1.0"),
+     "hparam 'num_train_epochs' must be > 0, got -1"),
     ("run_finetuning", ["--max-seq-length", "2"],
      "hparam 'max_seq_length' must be >= 5, got 2"),
     ("run_finetuning", ["--adam-beta2", "1"],
-     "hparam 'adam_beta2' must be in [0, 1), got 1.0"),
+     "hparam 'adam_beta2' must be in [0, 1), got 1"),
     ("run_scoring", ["--batch-size", "0"],
      "hparam 'batch_size' must be > 0, got 0"),
     ("build_pretraining_dataset", ["--corpus-dir", "c", "--vocab-file", "v",
@@ -237,7 +237,7 @@ def test_duplicate_keys_in_an_hparams_file_and_nested(tmp_path):
     ("run_comparison", ["--pretrain-hparams", '{"adam_beta1": -0.1}'],
      "--pretrain-hparams: hparam 'adam_beta1' must be in [0, 1), got -0.1"),
     ("run_comparison", ["--finetune-hparams", '{"learning_rate": 0}'],
-     "--finetune-hparams: hparam 'learning_rate' must be > 0, got 0.0"),
+     "--finetune-hparams: hparam 'learning_rate' must be > 0, got 0"),
 ])
 def test_every_script_checks_its_numbers_up_front(capsys, tmp_path, script,
                                                   argv, line):

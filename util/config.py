@@ -141,8 +141,9 @@ def check_numbers(config, source=""):
     spec = ranges.get(name)
     if spec and not in_range(value, spec):
       words = spec if spec[0] == ">" else f"in {spec}"
+      shown = f"{value:.10g}" if isinstance(value, float) else value
       raise UserError(f"{prefix}hparam '{name}' must be {words}, got "
-                      f"{value}")
+                      f"{shown}")
 
 
 def apply_overrides(config, overrides, source="hparams"):
