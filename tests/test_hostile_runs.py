@@ -334,6 +334,10 @@ COMPARISON = {
     "duplicate_key": (("--pretrain-hparams",
                        '{"temperature": 1, "temperature": 2}'),
                       r"hparam 'pretrain_hparams' names 'temperature' twice"),
+    "budget_below_a_step_per_checkpoint": (
+        ("--budget-flops", "1e6", "--dry-run"),
+        r"budget_flops 1e\+06 is less than electra's 4 steps \(one per "
+        r"checkpoint\) of .* FLOPs: give at least "),
     "finetune_checkpoint_out_of_range": (
         ("--finetune-checkpoints", "5"),
         r"finetune_checkpoints must be all, final or numbers in 1..4"),
