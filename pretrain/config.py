@@ -11,6 +11,7 @@ from typing import Optional
 
 from model.config import GENERATOR_MULTIPLIER
 from model.config import TransformerConfig
+from model.config import get_model_config
 from pretrain import load_objectives
 from util.config import check_numbers
 from util.config import coerce
@@ -242,6 +243,9 @@ class PretrainingConfig:
       if getattr(self, name) not in allowed:
         raise UserError(f"hparam '{name}' must be one of {', '.join(allowed)}"
                         f", got '{getattr(self, name)}'")
+    # The model's shape too (model_hparam_overrides' keys and values).
+    get_model_config(self.model_size, self.vocab_size or 1,
+                     self.model_hparam_overrides)
     if self.max_predictions_per_seq > self.max_seq_length:
       raise UserError(f"max_predictions_per_seq {self.max_predictions_per_seq}"
                       f" exceeds max_seq_length {self.max_seq_length}")
