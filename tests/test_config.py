@@ -198,6 +198,12 @@ def test_every_number_of_every_config_has_a_range(cls):
      "max_predictions_per_seq 20 exceeds max_seq_length 16"),
     (["--hparams", '{"learning_rate": 1e-3, "learning_rate": 2e-3}'],
      "--hparams names 'learning_rate' twice (0.001, then 0.002); keep one"),
+    (["--model-hparam-overrides", '{"layer_norm_eps": -1}'],
+     "model hparam 'layer_norm_eps' must be > 0, got -1"),
+    (["--model-hparam-overrides", '{"hidden_dropout_prob": NaN}'],
+     "model hparam 'hidden_dropout_prob' expects a finite number, got nan"),
+    (["--model-hparam-overrides", '{"num_hidden_layers": 2.5}'],
+     "model hparam 'num_hidden_layers' expects int, got 2.5"),
     (["--model-hparam-overrides", '{"hidden_size": 8, "hidden_size": 16}'],
      "hparam 'model_hparam_overrides' names 'hidden_size' twice (8, then "
      "16); keep one"),
