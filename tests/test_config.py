@@ -165,9 +165,10 @@ def _config_classes():
   from comparison.config import ComparisonConfig
   from dataset.config import BuildConfig
   from finetune.config import FinetuningConfig
+  from interop.config import ExportConfig
   from scoring.config import ScoringConfig
   return (configure_pretraining.PretrainingConfig, FinetuningConfig,
-          ScoringConfig, BuildConfig, ComparisonConfig)
+          ScoringConfig, BuildConfig, ComparisonConfig, ExportConfig)
 
 
 @pytest.mark.parametrize("cls", _config_classes(), ids=lambda c: c.__name__)
