@@ -9,6 +9,7 @@ from pretrain.config import PretrainingConfig
 from scoring.config import ScoringConfig
 from util import storage
 from util.config import apply_overrides
+from util.config import check_folder
 from util.config import check_numbers
 from util.config import parse_config
 from util.errors import UserError
@@ -135,10 +136,9 @@ class ComparisonConfig:
       if not self.glue_dir:
         raise UserError("fine-tuning needs --glue-dir (a folder with the "
                         "tasks' CoLA/, SST-2/, ... folders), or --tasks ''")
-      if not storage.isdir(self.glue_dir):
-        raise UserError(f"glue_dir not found: {self.glue_dir}")
-    if self.blimp_dir and not storage.isdir(self.blimp_dir):
-      raise UserError(f"blimp_dir not found: {self.blimp_dir}")
+      check_folder(self.glue_dir, "glue_dir")
+    if self.blimp_dir:
+      check_folder(self.blimp_dir, "blimp_dir")
 
 
 def load_config(argv=None):

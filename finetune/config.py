@@ -205,10 +205,9 @@ class FinetuningConfig:
     twice = [t for i, t in enumerate(self.tasks) if t in self.tasks[:i]]
     if twice:
       raise UserError(f"task '{twice[0]}' is named twice in --task-names")
-    if self.init_from not in INIT_FROM:
-      raise UserError(f"init_from must be one of {', '.join(INIT_FROM)}")
-    if self.mixed_precision not in ("float32", "bfloat16"):
-      raise UserError("mixed_precision must be float32 or bfloat16")
+    check_choice("init_from", self.init_from, INIT_FROM)
+    check_choice("mixed_precision", self.mixed_precision,
+                 ("float32", "bfloat16"))
     check_choice("qa_head", self.qa_head, QA_HEADS)
     squad = any(t.startswith("squad") for t in self.tasks)
     if squad and self.max_query_length >= self.max_seq_length - 3:

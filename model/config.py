@@ -58,7 +58,8 @@ class TransformerConfig:
           f"num_attention_heads {self.num_attention_heads}")
     for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
       if not 0.0 <= getattr(self, name) < 1.0:
-        raise UserError(f"model hparam '{name}' must be in [0, 1)")
+        raise UserError(f"model hparam '{name}' must be in [0, 1), got "
+                        f"{getattr(self, name)}")
 
   @property
   def head_size(self):

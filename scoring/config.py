@@ -10,6 +10,7 @@ from util import storage
 from util.config import check_choice
 from util.config import check_numbers
 from util.config import check_data_dir
+from util.config import check_folder
 from util.config import model_path
 from util.config import parse_config
 from util.config import require_model_path
@@ -117,8 +118,7 @@ class ScoringConfig:
   def _validate_blimp(self):
     if not self.blimp_dir:
       raise UserError("mode blimp needs --blimp-dir (a folder of *.jsonl)")
-    if not storage.isdir(self.blimp_dir):
-      raise UserError(f"blimp_dir not found: {self.blimp_dir}")
+    check_folder(self.blimp_dir, "blimp_dir")
 
   def _validate_nbest(self):
     if not self.nbest_dev:
@@ -131,7 +131,9 @@ class ScoringConfig:
 
 
 def _need_file(path, name):
-  if not storage.exists(path) or storage.isdir(path):
+  if storage.isdir(path):
+    raise UserError(f"{name} {path} is a folder, not a file")
+  if not storage.exists(path):
     raise UserError(f"{name} not found: {path}")
   if "://" not in path and not os.path.isfile(path):
     raise UserError(f"{name} {path} is not a regular file (a device or a "

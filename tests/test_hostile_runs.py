@@ -338,6 +338,9 @@ COMPARISON = {
         ("--budget-flops", "1e6", "--dry-run"),
         r"budget_flops 1e\+06 is less than electra's 4 steps \(one per "
         r"checkpoint\) of .* FLOPs: give at least "),
+    "glue_dir_a_file": (("--tasks", "rte", "--glue-dir", __file__),
+                        r"glue_dir .*test_hostile_runs.py is a file, not a "
+                        r"folder"),
     "finetune_checkpoint_out_of_range": (
         ("--finetune-checkpoints", "5"),
         r"finetune_checkpoints must be all, final or numbers in 1..4"),

@@ -625,7 +625,7 @@ def input_is_a_fifo(w, t):
   return _sc(w, "--input-file", _fifo(t))
 
 
-@case(SCORING, r"input_file not found")
+@case(SCORING, r"input_file .* is a folder, not a file")
 def input_is_a_folder(w, t):
   return _sc(w, "--input-file", t)
 

@@ -337,6 +337,14 @@ def check_data_dir(config):
     raise UserError(f"data_dir {path} {what}")
 
 
+def check_folder(path, name):
+  """One error naming what `path` is when it is not a folder."""
+  if storage.exists(path) and not storage.isdir(path):
+    raise UserError(f"{name} {path} is a file, not a folder")
+  if not storage.isdir(path):
+    raise UserError(f"{name} not found: {path}")
+
+
 def check_choice(name, value, choices, note=""):
   """One clear error unless `value` is one of `choices`."""
   if value not in choices:
