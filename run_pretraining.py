@@ -34,17 +34,17 @@ def main(argv=None):
   import_tensorflow()
   from loading.sources import open_source  # TF import after arg checks
   from pretrain.trainer import Trainer
-  trainer = Trainer(config, open_source=open_source)
-  if config.do_train:
-    try:
-      trainer.train()
-    except Preempted as e:
-      print(e, flush=True)
-      sys.exit(143)  # 128 + SIGTERM, as if the signal had ended us
-  if config.do_eval:
-    results = trainer.evaluate()
-    print("eval results:\n" + format_metrics(results), flush=True)
-    print(json.dumps(results, sort_keys=True), flush=True)
+  with Trainer(config, open_source=open_source) as trainer:  # the lock
+    if config.do_train:
+      try:
+        trainer.train()
+      except Preempted as e:
+        print(e, flush=True)
+        sys.exit(e.code)  # 143 SIGTERM, 130 SIGINT: as if it had ended us
+    if config.do_eval:
+      results = trainer.evaluate()
+      print("eval results:\n" + format_metrics(results), flush=True)
+      print(json.dumps(results, sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":

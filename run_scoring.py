@@ -43,8 +43,12 @@ def read_lines(path):
     lines = text_files.split_lines(text_files.read_stream(stream, "stdin"))
   else:
     lines = text_files.read_lines(path)
+  where = path if path not in ("", "-") else "stdin"
   if not lines:
-    raise UserError(f"no sentences in {path or 'stdin'}")
+    raise UserError(f"no sentences in {where}")
+  if not any(line.strip() for line in lines):
+    raise UserError(f"no sentences in {where}: its {len(lines)} line(s) are "
+                    "all blank")
   return lines
 
 
@@ -132,6 +136,10 @@ def main(argv=None):
   if config.mode == "sentences":
     results = scorer.score(inputs, log=sys.stderr)
     report_speed(scorer, log)
+    empty = sum(len(r.token_ids) == 0 for r in results)
+    if empty:  # kept, one output line per input line, but said
+      print(f"note: {empty} line(s) have no tokens (blank); their PLL is 0",
+            file=sys.stderr, flush=True)
     write_sentences(scorer, results, config)
     return results
   if config.mode == "blimp":

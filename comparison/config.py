@@ -9,6 +9,8 @@ from pretrain.config import PretrainingConfig
 from scoring.config import ScoringConfig
 from util import storage
 from util.config import apply_overrides
+from util.config import check_folder
+from util.config import check_numbers
 from util.config import parse_config
 from util.errors import UserError
 
@@ -78,6 +80,12 @@ class ComparisonConfig:
 
   dry_run: bool = False  # print the plan (steps, FLOPs per run) and stop
 
+  # Every number's range (util/config.check_numbers).
+  RANGES = {"num_processes": ">= 1", "max_seq_length": ">= 8",
+            "budget_flops": ">= 0", "num_checkpoints": ">= 1",
+            "warmup_fraction": "(0, 1)", "seeds": ">= 1",
+            "blimp_limit": ">= 0", "parallel_jobs": ">= 1"}
+
   @property
   def objective_seeds(self):
     """{objective: number of pretraining seeds}, in the order given."""
@@ -134,25 +142,15 @@ class ComparisonConfig:
       raise UserError("--output-dir is required")
     if not self.objective_names:
       raise UserError("no objectives: --objectives mlm,electra,...")
-    for name in ("num_checkpoints", "seeds", "num_processes",
-                 "max_seq_length", "parallel_jobs", "pretrain_seeds"):
-      if getattr(self, name) < 1:
-        raise UserError(f"{name} must be >= 1, got {getattr(self, name)}")
-    if self.budget_flops < 0:
-      raise UserError(f"budget_flops must be >= 0, got {self.budget_flops}")
-    if not 0 < self.warmup_fraction < 1:
-      raise UserError("warmup_fraction must be in (0, 1)")
-    if not 0 <= self.heldout_fraction <= 0.5:
-      raise UserError("heldout_fraction must be in [0, 0.5]")
+    check_numbers(self)
     self.finetune_indices  # noqa: B018 (checks the value)
-    if self.blimp_limit < 0:
-      raise UserError("blimp_limit must be >= 0")
-    # Unknown or ill-typed keys fail here, not hours later in a job.
+    # Unknown, ill-typed or out-of-range values fail here, not hours later
+    # in a job.
     for flag, cls, values in (
         ("--pretrain-hparams", PretrainingConfig, self.pretrain_hparams),
         ("--finetune-hparams", FinetuningConfig, self.finetune_hparams),
         ("--scoring-hparams", ScoringConfig, self.scoring_hparams)):
-      apply_overrides(cls(), values, flag)
+      check_numbers(apply_overrides(cls(), values, flag), flag)
     self.corpus_dir = self.corpus_dir or os.path.join(ROOT, "sample_data",
                                                       "corpus")
     self.vocab_file = self.vocab_file or os.path.join(ROOT, "sample_data",
@@ -170,17 +168,17 @@ class ComparisonConfig:
       if not self.glue_dir:
         raise UserError("fine-tuning needs --glue-dir (a folder with the "
                         "tasks' CoLA/, SST-2/, ... folders), or --tasks ''")
-      if not storage.isdir(self.glue_dir):
-        raise UserError(f"glue_dir not found: {self.glue_dir}")
+      check_folder(self.glue_dir, "glue_dir")
     if tagging:
       if not self.conll_dir:
         raise UserError(f"{', '.join(tagging)} need --conll-dir (a folder "
                         "with CoNLL-2000's train.txt and test.txt)")
+      check_folder(self.conll_dir, "conll_dir")
       for name in ("train.txt", "test.txt"):
         if not storage.exists(os.path.join(self.conll_dir, name)):
           raise UserError(f"conll_dir {self.conll_dir} has no {name}")
-    if self.blimp_dir and not storage.isdir(self.blimp_dir):
-      raise UserError(f"blimp_dir not found: {self.blimp_dir}")
+    if self.blimp_dir:
+      check_folder(self.blimp_dir, "blimp_dir")
 
 
 def load_config(argv=None):

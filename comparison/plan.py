@@ -102,6 +102,10 @@ def plan_runs(config, vocab_size, vocab_file=""):
     per_step = flops.train_flops_per_step(run_config)
     matmul_per_step = flops.model_flops_per_step(run_config)
     n = config.num_checkpoints
+    if budget < per_step * n:  # each run would spend more than the budget
+      raise UserError(f"budget_flops {budget:.3g} is less than {name}'s {n} "
+                      f"steps (one per checkpoint) of {per_step:.3g} FLOPs: "
+                      f"give at least {per_step * n:.3g}")
     every = max(1, round(budget / per_step / n))
     steps = every * n  # checkpoints at exactly k/N of the run
     warmup = values.get("num_warmup_steps", 10000)

@@ -21,6 +21,7 @@ from comparison import report
 from comparison.config import TAGGING_TASKS
 from pretrain.run_config import RUN_SETTINGS
 from util import storage
+from util import text_files
 from util.errors import UserError
 from util.tokenization import load_tokenizer
 
@@ -190,7 +191,12 @@ def check_plan(config, budget, runs, runner):
   """Writes plan.json and each run's hparams; a rerun must plan the same
   runs (a changed budget or hparam would mix two experiments in one dir)."""
   path = os.path.join(config.output_dir, PLAN_FILE)
-  old = json.loads(storage.read_text(path)) if storage.exists(path) else None
+  old = text_files.read_json(path) if storage.exists(path) else None
+  if old is not None and not (isinstance(old, dict) and isinstance(
+      old.get("runs"), dict) and {"budget_flops", "model_size",
+                                  "max_seq_length"} <= set(old)):
+    raise UserError(f"{path} is not a comparison plan (edited or written "
+                    "by another tool); use another --output-dir")
   new = {"budget_flops": budget, "model_size": config.model_size,
          "max_seq_length": config.max_seq_length,
          "runs": {r.name: r.hparams for r in runs}}
@@ -232,7 +238,7 @@ def _plan(config, metadata):
   the vocabulary the data will be built with."""
   if not storage.exists(metadata):
     return P.plan_runs(config, load_tokenizer(config.vocab_file).vocab_size)
-  meta = json.loads(storage.read_text(metadata))
+  meta = text_files.read_json(metadata)
   if meta["max_seq_length"] != config.max_seq_length:
     raise UserError(f"the data in {config.data_dir} has max_seq_length "
                     f"{meta['max_seq_length']}, not {config.max_seq_length}")

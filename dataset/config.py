@@ -24,6 +24,11 @@ class BuildConfig:
   # shards that training never reads; pretraining evaluates on them.
   heldout_fraction: float = 0.02
 
+  # Every number's range (util/config.check_numbers, after validate).
+  RANGES = {"build_vocab": ">= 0", "max_seq_length": "[8, 8192]",
+            "num_processes": ">= 1", "num_out_files": ">= 1", "seed": None,
+            "max_docs": ">= 0", "heldout_fraction": "[0, 0.5]"}
+
   def validate(self):
     if not self.corpus_dir:
       raise UserError("--corpus-dir is required")
@@ -46,9 +51,6 @@ class BuildConfig:
     if self.num_out_files < self.num_processes:
       raise UserError(f"--num-out-files ({self.num_out_files}) must be at "
                       f"least --num-processes ({self.num_processes})")
-    if not 0 <= self.heldout_fraction <= 0.5:
-      raise UserError(f"--heldout-fraction must be in [0, 0.5], got "
-                      f"{self.heldout_fraction}")
     if self.max_docs < 0:
       raise UserError(f"--max-docs must be >= 0, got {self.max_docs}")
 

@@ -15,6 +15,7 @@ from typing import Optional
 from util import storage
 from util.config import apply_overrides
 from util.config import check_choice
+from util.config import check_numbers
 from util.config import check_data_dir
 from util.config import parse_config
 from util.errors import UserError
@@ -149,6 +150,22 @@ class FinetuningConfig:
   # None: each task's steps interleaved evenly over the run.
   task_weight_exponent: Optional[float] = None
 
+  # Every number's range (util/config.check_numbers; None: any value).
+  # max_seq_length: [CLS] a [SEP] b [SEP] with a token of each.
+  RANGES = {
+      "num_trials": ">= 1", "seed": None, "train_examples_limit": ">= 0",
+      "eval_examples_limit": ">= 0", "max_seq_length": ">= 5",
+      "hidden_dropout_prob": "[0, 1)", "learning_rate": "> 0",
+      "layerwise_lr_decay": "(0, 1]", "weight_decay_rate": ">= 0",
+      "warmup_proportion": "[0, 1)", "num_train_epochs": "> 0",
+      "train_batch_size": ">= 1", "eval_batch_size": ">= 1",
+      "adam_epsilon": "> 0", "adam_beta1": "[0, 1)", "adam_beta2": "[0, 1)",
+      "clip_norm": ">= 0", "log_every_steps": ">= 1", "doc_stride": ">= 1",
+      "max_query_length": ">= 1", "n_best_size": ">= 1",
+      "max_answer_length": ">= 1", "beam_size": ">= 1",
+      "answerable_weight": ">= 0", "qa_na_threshold": None,
+      "task_weight_exponent": ">= 0"}
+
   def resolve(self, pretrain_size=None):
     """Derived defaults; `pretrain_size` is the checkpoint's model_size."""
     self.model_size = self.model_size or pretrain_size or "small"
@@ -179,8 +196,10 @@ class FinetuningConfig:
     return EPOCHS.get(task_name, DEFAULT_EPOCHS)
 
   def validate(self, pretrain_size=None):
+    check_numbers(self)
     check_data_dir(self)
     self.resolve(pretrain_size)
+    check_numbers(self)
     if self.do_predict:
       self._validate_predict()
     elif not self.data_dir and not (self.raw_data_dir and self.output_dir):
@@ -192,21 +211,9 @@ class FinetuningConfig:
     twice = [t for i, t in enumerate(self.tasks) if t in self.tasks[:i]]
     if twice:
       raise UserError(f"task '{twice[0]}' is named twice in --task-names")
-    if self.init_from not in INIT_FROM:
-      raise UserError(f"init_from must be one of {', '.join(INIT_FROM)}")
-    if self.mixed_precision not in ("float32", "bfloat16"):
-      raise UserError("mixed_precision must be float32 or bfloat16")
-    for name in ("learning_rate", "train_batch_size", "eval_batch_size",
-                 "max_seq_length", "num_trials", "doc_stride",
-                 "max_query_length", "n_best_size", "max_answer_length",
-                 "beam_size"):
-      if getattr(self, name) <= 0:
-        raise UserError(f"hparam '{name}' must be > 0, got "
-                        f"{getattr(self, name)}")
-    if not 0 < self.layerwise_lr_decay <= 1:
-      raise UserError("layerwise_lr_decay must be in (0, 1]")
-    if not 0 <= self.warmup_proportion < 1:
-      raise UserError("warmup_proportion must be in [0, 1)")
+    check_choice("init_from", self.init_from, INIT_FROM)
+    check_choice("mixed_precision", self.mixed_precision,
+                 ("float32", "bfloat16"))
     check_choice("qa_head", self.qa_head, QA_HEADS)
     squad = any(t.startswith("squad") for t in self.tasks)
     if squad and self.max_query_length >= self.max_seq_length - 3:
@@ -252,10 +259,6 @@ class FinetuningConfig:
       raise UserError("write_distill_outputs writes the outputs of the model "
                       "a run keeps: it needs do_train and keep_model best "
                       "or last")
-    exponent = self.task_weight_exponent
-    if exponent is not None and not 0 <= exponent < float("inf"):
-      raise UserError(f"task_weight_exponent must be a number >= 0 (BAM: "
-                      f"0.75), got {exponent}")
 
   def _validate_predict(self):
     if not self.predict_file:

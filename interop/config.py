@@ -8,6 +8,7 @@ import os
 from util import storage
 from util.config import check_choice
 from util.config import check_data_dir
+from util.config import check_numbers
 from util.config import model_path
 from util.config import parse_config
 from util.config import require_model_path
@@ -33,11 +34,15 @@ class ExportConfig:
   # the heads to export, comma-separated (default: every one).
   task_names: str = ""
 
+  # Every number's range (util/config.check_numbers).
+  RANGES = {"max_seq_length": ">= 0"}
+
   @property
   def model_path(self):
     return model_path(self)
 
   def validate(self):
+    check_numbers(self)
     check_data_dir(self)
     require_model_path(self)
     check_choice("format", self.format, FORMATS)
@@ -54,7 +59,7 @@ class ExportConfig:
     if not os.path.lexists(parent) and not storage.isdir(parent):
       raise UserError(f"output_dir: folder {parent} does not exist")
     check_output_dir(self.output_dir, "output_dir")  # links, permissions
-    if self.max_seq_length < 0 or 0 < self.max_seq_length < 3:
+    if 0 < self.max_seq_length < 3:
       raise UserError("max_seq_length must be 0 (the run's) or >= 3")
     if self.max_seq_length and self.format != "savedmodel":
       raise UserError(f"--max-seq-length applies to --format savedmodel "

@@ -14,6 +14,7 @@ from interop.weights import import_weights
 from pretrain.objectives import build_model
 from pretrain.run_config import CONFIG_FILE
 from pretrain.run_config import config_from_json
+from training import checkpointing
 from training.checkpointing import make_checkpoint
 from training.checkpointing import read_checkpoint
 from util import storage
@@ -51,16 +52,10 @@ def find_run(path):
 
 
 def latest_checkpoint(model_dir):
-  """The newest checkpoint named in model_dir's `checkpoint` file (None
-  when there is none); one clear error when that file is damaged."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  try:
-    return tf.train.latest_checkpoint(model_dir)
-  except Exception as e:  # pylint: disable=broad-except
-    # A damaged index file raises decode or protobuf parse errors.
-    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
-    raise UserError(f"{os.path.join(model_dir, 'checkpoint')} (the list of "
-                    f"checkpoints) is damaged: {first}") from None
+  """The newest checkpoint that model_dir's `checkpoint` file leads to (None
+  when there is none); one clear error when that file is damaged or leads
+  to none of the checkpoints there (training/checkpointing.py)."""
+  return checkpointing.latest_checkpoint(model_dir)
 
 
 def is_our_run(path):

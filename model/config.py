@@ -6,6 +6,8 @@ embedding size 128/768/1024, generator multiplier 1/4, 1/3, 1/4.
 """
 
 import dataclasses
+import math
+import numbers
 
 from util.errors import UserError
 
@@ -29,6 +31,21 @@ class TransformerConfig:
   share_layers: bool = False  # ALBERT/Lite ELECTRA: one layer's weights, N x
 
   def __post_init__(self):
+    for field in dataclasses.fields(self):  # model_hparam_overrides: JSON
+      value, kind = getattr(self, field.name), field.type
+      if kind in (int, "int") and (isinstance(value, bool) or
+                                   not isinstance(value, numbers.Integral)):
+        raise UserError(f"model hparam '{field.name}' expects int, got "
+                        f"{value!r}")
+      if kind in (float, "float") and (
+          isinstance(value, bool) or not isinstance(value, numbers.Real) or
+          not math.isfinite(value)):
+        raise UserError(f"model hparam '{field.name}' expects a finite "
+                        f"number, got {value!r}")
+    for name in ("initializer_range", "layer_norm_eps"):
+      if getattr(self, name) <= 0:
+        raise UserError(f"model hparam '{name}' must be > 0, got "
+                        f"{getattr(self, name)}")
     for name in ("vocab_size", "hidden_size", "num_hidden_layers",
                  "num_attention_heads", "intermediate_size", "embedding_size",
                  "max_position_embeddings", "type_vocab_size"):
@@ -41,7 +58,8 @@ class TransformerConfig:
           f"num_attention_heads {self.num_attention_heads}")
     for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
       if not 0.0 <= getattr(self, name) < 1.0:
-        raise UserError(f"model hparam '{name}' must be in [0, 1)")
+        raise UserError(f"model hparam '{name}' must be in [0, 1), got "
+                        f"{getattr(self, name)}")
 
   @property
   def head_size(self):

@@ -10,7 +10,10 @@ import os
 from typing import Optional
 
 from model.config import GENERATOR_MULTIPLIER
+from model.config import TransformerConfig
+from model.config import get_model_config
 from pretrain import load_objectives
+from util.config import check_numbers
 from util.config import coerce
 from util.config import parse_config
 from util.errors import UserError
@@ -22,6 +25,7 @@ OPTIMIZERS = ("adamw", "lamb")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 INPUT_SHARDING = ("files", "batches")
+MAX_POSITIONS = TransformerConfig.max_position_embeddings  # learned: 512
 
 
 # The original release's switches (its configure_pretraining.py) -> the
@@ -146,6 +150,27 @@ class PretrainingConfig:
   intra_op_threads: int = 0  # 0 = TensorFlow's default
   inter_op_threads: int = 0
 
+  # Every number's range (util/config.check_numbers; None: any value).
+  RANGES = {
+      "seed": None, "gen_weight": ">= 0", "disc_weight": ">= 0",
+      "mask_prob": "(0, 1)", "mask_replace_prob": "[0, 1]",
+      "max_predictions_per_seq": ">= 1", "temperature": "> 0",
+      "two_stage_generator_steps": ">= 0", "embedding_size": ">= 1",
+      "vocab_size": ">= 1", "generator_hidden_size": "> 0",
+      "generator_ffn_size": "> 0", "generator_heads": "> 0",
+      "generator_layers": "> 0", "learning_rate": "> 0",
+      "lr_decay_power": ">= 0", "weight_decay_rate": ">= 0",
+      "num_warmup_steps": ">= 0", "num_train_steps": ">= 1",
+      "adam_beta1": "[0, 1)", "adam_beta2": "[0, 1)", "adam_epsilon": "> 0",
+      "clip_norm": ">= 0", "train_batch_size": ">= 1",
+      "eval_batch_size": ">= 1", "max_seq_length": ">= 8",
+      "iterations_per_loop": ">= 1", "log_every_steps": ">= 0",
+      "save_checkpoints_steps": ">= 1", "keep_checkpoint_max": ">= 1",
+      "save_checkpoints_secs": ">= 0", "num_eval_steps": ">= 1",
+      "shuffle_buffer_size": ">= 1", "num_tpu_cores": ">= 1",
+      "num_gpus": ">= 0", "intra_op_threads": ">= 0",
+      "inter_op_threads": ">= 0"}
+
   @property
   def generator_multiplier(self):
     """generator_hidden_size, or Table 5.1's for model_size when unset."""
@@ -206,7 +231,9 @@ class PretrainingConfig:
             self.data_dir, "models", self.model_name)
 
   def validate(self):
+    check_numbers(self)  # the values given, before defaults derive from them
     self.resolve()
+    check_numbers(self)
     if not self.data_dir and not (self.pretrain_tfrecords and self.model_dir):
       raise UserError("--data-dir is required (or both pretrain_tfrecords "
                       "and model_dir)")
@@ -222,29 +249,18 @@ class PretrainingConfig:
       if getattr(self, name) not in allowed:
         raise UserError(f"hparam '{name}' must be one of {', '.join(allowed)}"
                         f", got '{getattr(self, name)}'")
-    if not 0 < self.mask_prob < 1:
-      raise UserError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
-    if not 0 <= self.mask_replace_prob <= 1:
-      raise UserError("mask_replace_prob must be in [0, 1]")
-    if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
-      raise UserError(f"max_predictions_per_seq must be in [1, "
-                      f"{self.max_seq_length}], got "
-                      f"{self.max_predictions_per_seq}")
-    if self.temperature <= 0:
-      raise UserError("temperature must be > 0")
-    positive = ("learning_rate", "num_train_steps", "train_batch_size",
-                "eval_batch_size", "max_seq_length", "iterations_per_loop",
-                "save_checkpoints_steps", "keep_checkpoint_max",
-                "num_eval_steps", "shuffle_buffer_size")
-    for name in positive:
-      if getattr(self, name) <= 0:
-        raise UserError(f"hparam '{name}' must be > 0, got "
-                        f"{getattr(self, name)}")
-    if self.save_checkpoints_secs < 0:
-      raise UserError("save_checkpoints_secs must be >= 0 (0 = off), got "
-                      f"{self.save_checkpoints_secs}")
-    if self.num_warmup_steps < 0 or self.weight_decay_rate < 0:
-      raise UserError("num_warmup_steps and weight_decay_rate must be >= 0")
+    # The model's shape too (model_hparam_overrides' keys and values).
+    get_model_config(self.model_size, self.vocab_size or 1,
+                     self.model_hparam_overrides)
+    if self.max_predictions_per_seq > self.max_seq_length:
+      raise UserError(f"max_predictions_per_seq {self.max_predictions_per_seq}"
+                      f" exceeds max_seq_length {self.max_seq_length}")
+    positions = self.model_hparam_overrides.get("max_position_embeddings",
+                                                MAX_POSITIONS)
+    if isinstance(positions, int) and self.max_seq_length > positions:
+      raise UserError(f"max_seq_length {self.max_seq_length} exceeds the "
+                      f"model's {positions} positions (model_hparam_overrides"
+                      " max_position_embeddings)")
     if not self.do_train and not self.do_eval:
       raise UserError("nothing to do: both do_train and do_eval are false")
     self._validate_generator()

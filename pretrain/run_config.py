@@ -12,6 +12,7 @@ from pretrain.config import PretrainingConfig
 from util import storage
 from util.config import apply_overrides
 from util.errors import UserError
+from util.text_files import read_text
 
 CONFIG_FILE = "pretrain_config.json"  # written by pretrain/trainer.py
 
@@ -55,6 +56,20 @@ def keep_config(model_dir, text, step):
     path, n = f"{stem}.{n}.json", n + 1
   storage.write_text_atomic(path, text)
   return path
+
+
+def read_saved_config(path):
+  """(text, dict) of a run's saved config; one clear error when it is not
+  a readable JSON object (truncated by a full disk, edited, binary)."""
+  text = read_text(path)  # not UTF-8, a folder, unreadable: named
+  try:
+    values = json.loads(text)
+  except (ValueError, RecursionError) as e:
+    raise UserError(f"{path} is not valid JSON ({str(e)[:80]}); the run's "
+                    "checkpoints are left alone") from None
+  if not isinstance(values, dict):
+    raise UserError(f"{path} is not a JSON object of hparams")
+  return text, values
 
 
 def config_from_json(text, where=CONFIG_FILE):

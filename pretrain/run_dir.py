@@ -2,8 +2,11 @@
 run checked against the config it was trained with (run_config.py)."""
 
 import dataclasses
+import fcntl
 import json
 import os
+import socket
+import time
 
 import tensorflow as tf
 
@@ -11,8 +14,13 @@ from pretrain.run_config import CONFIG_FILE
 from pretrain.run_config import describe_changes
 from pretrain.run_config import hparam_changes
 from pretrain.run_config import keep_config
+from pretrain.run_config import read_saved_config
+from training.checkpointing import latest_checkpoint
 from util import storage
 from util.errors import UserError
+from util.outputs import check_output_dir
+
+LOCK_FILE = "training.lock"  # held while a run trains (RunLock)
 
 # Changing these between a checkpoint and a resumed run changes the model.
 ARCHITECTURE_KEYS = (
@@ -23,40 +31,140 @@ ARCHITECTURE_KEYS = (
     "cross_layer_sharing", "training_algorithm", "optimizer")
 
 
-def prepare(config, is_chief):
-  """Creates model_dir and records the config; on resume, checks it."""
+def prepare(config, is_chief, lock=False):
+  """Creates model_dir and checks a resumed run against its config.
+  Returns (the RunLock taken first with `lock`, else None; commit()):
+  commit() records the config (and keeps the previous one when hparams
+  changed). The caller commits once the checkpoint is restored, so a run
+  refused on the way leaves every file as it was."""
   path = os.path.join(config.model_dir, CONFIG_FILE)
+  check_output_dir(config.model_dir, "model_dir")
   try:
     storage.makedirs(config.model_dir)
-    write = True
-    if storage.exists(path):
-      text = storage.read_text(path)
-      old = json.loads(text)
-      for key in ARCHITECTURE_KEYS:
-        if key in old and old[key] != getattr(config, key):
-          raise UserError(
-              f"{config.model_dir} holds a model trained with {key}="
-              f"{old[key]!r}, but this run has "
-              f"{key}={getattr(config, key)!r}; "
-              "use another --model-name or the same hparams")
-      write = _check_resume(config, old, text, is_chief)
-    if is_chief and write:
-      storage.write_text_atomic(
-          path,
-          json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True))
   except (OSError, tf.errors.OpError) as e:
     raise UserError(
         f"cannot write to model_dir {config.model_dir}: {e}") from None
+  held = RunLock(config.model_dir) if lock else None
+  try:
+    writes = _prepare(config, is_chief, path)
+  except BaseException:
+    if held:
+      held.release()
+    raise
+
+  def commit():
+    if held:
+      held.keep_signature()
+    try:
+      while writes:
+        writes.pop(0)()
+    except (OSError, tf.errors.OpError) as e:
+      raise UserError(
+          f"cannot write to model_dir {config.model_dir}: {e}") from None
+  return held, commit
 
 
-def _check_resume(config, old, text, is_chief):
+def _prepare(config, is_chief, path):
+  """The checks; returns the writes that commit() does."""
+  try:
+    latest = latest_checkpoint(config.model_dir)  # a broken index: refused
+  except (OSError, tf.errors.OpError) as e:
+    raise UserError(f"cannot read model_dir {config.model_dir}: {e}") from None
+  writes = []
+  if storage.exists(path):
+    text, old = read_saved_config(path)
+    for key in ARCHITECTURE_KEYS:
+      if key in old and old[key] != getattr(config, key):
+        raise UserError(
+            f"{config.model_dir} holds a model trained with {key}="
+            f"{old[key]!r}, but this run has "
+            f"{key}={getattr(config, key)!r}; "
+            "use another --model-name or the same hparams")
+    write, keep = _check_resume(config, old, latest)
+    if keep and is_chief:
+      def keep_old():
+        kept = keep_config(config.model_dir, text, keep)
+        print(f"the run's previous config is kept as {kept}", flush=True)
+      writes.append(keep_old)
+  elif latest:
+    raise UserError(
+        f"{config.model_dir} holds checkpoints (the newest "
+        f"{os.path.basename(latest)}) but no {CONFIG_FILE}: the hparams "
+        "they were trained with are unknown; put the run's config back, "
+        "or use another --model-name")
+  else:
+    write = True
+  if is_chief and write:
+    writes.append(lambda: storage.write_text_atomic(
+        path, json.dumps(dataclasses.asdict(config), indent=2,
+                         sort_keys=True)))
+  return writes
+
+
+class RunLock:
+  """An flock on MODEL_DIR/training.lock while a run trains there, so a
+  second run on the same folder is refused instead of training into it.
+  The kernel drops the lock when the process ends in any way (SIGKILL
+  too): a killed run never leaves it stuck. The file names the holder;
+  a run refused before it trained puts back what the file said before.
+  Remote folders (gs://) are not locked."""
+
+  def __init__(self, model_dir):
+    self.fd, self._previous = None, None
+    if "://" in model_dir:
+      return
+    path = os.path.join(model_dir, LOCK_FILE)
+    try:
+      fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+      raise UserError(f"cannot write to model_dir {model_dir}: cannot open "
+                      f"{LOCK_FILE}: {e.strerror or e}") from None
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip()
+      os.close(fd)
+      raise UserError(f"{model_dir} is in use by another training run "
+                      f"({holder or 'its holder is unknown'}): wait for it "
+                      "to end, or use another --model-name") from None
+    except OSError as e:  # a filesystem without locks (some NFS mounts)
+      os.close(fd)
+      print(f"warning: cannot lock {path} ({e.strerror or e}): a second "
+            "run on this model_dir would not be stopped", flush=True)
+      return
+    self.fd = fd
+    self._previous = os.pread(fd, 1 << 16, 0)
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    self._write(f"pid {os.getpid()} on {socket.gethostname()}, started "
+                f"{started}\n".encode())
+
+  def _write(self, data):
+    os.ftruncate(self.fd, 0)
+    os.pwrite(self.fd, data, 0)
+
+  def keep_signature(self):
+    """The run goes on: the file keeps naming it."""
+    self._previous = None
+
+  def release(self):
+    if self.fd is not None:
+      if self._previous is not None:
+        self._write(self._previous)
+      os.close(self.fd)  # closing the file drops its flock
+      self.fd = None
+
+  def __del__(self):
+    self.release()
+
+
+def _check_resume(config, old, latest):
   """A trained run goes on only with the hparams it was trained with
   (raising num_train_steps aside), unless accept_hparam_changes; then its
-  old config is kept beside the new one. Returns whether to write the
-  new config (never for an eval-only run of a trained model)."""
-  latest = tf.train.latest_checkpoint(config.model_dir)
+  old config is kept beside the new one. Returns (whether to write the new
+  config: never for an eval-only run of a trained model; the step to keep
+  the old config as, or None)."""
   if not latest:
-    return True  # nothing trained yet: the saved config describes nothing
+    return True, None  # nothing trained yet: the saved config describes nothing
   step = latest.rsplit("-", 1)[-1]
   changes = hparam_changes(old, config)
   raised = [ch for ch in changes
@@ -73,7 +181,7 @@ def _check_resume(config, old, text, is_chief):
       print(f"note: evaluating with hparams that differ from the run's "
             "(--accept-hparam-changes): "
             f"{describe_changes(others)}", flush=True)
-    return False
+    return False, None
   if raised:
     print(f"num_train_steps raised from {raised[0][1]} to {raised[0][2]}: "
           f"continuing the run from step {step} (the learning-rate "
@@ -81,7 +189,4 @@ def _check_resume(config, old, text, is_chief):
   if others:
     print(f"hparams changed from step {step} on (--accept-hparam-changes):"
           f" {describe_changes(others)}", flush=True)
-  if changes and is_chief:
-    kept = keep_config(config.model_dir, text, step)
-    print(f"the run's previous config is kept as {kept}", flush=True)
-  return True
+  return True, (step if changes else None)

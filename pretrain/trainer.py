@@ -39,6 +39,7 @@ class Trainer:
   def __init__(self, config, open_source=None):
     self.config = config
     self.open_source = open_source
+    self.lock, self._commit_config = None, lambda: None
     distribution.configure_threads(config)
     self.strategy = distribution.get_strategy(config)
     self.num_replicas = self.strategy.num_replicas_in_sync
@@ -54,7 +55,29 @@ class Trainer:
     keras.utils.set_random_seed(config.seed)  # init, dropout, sampling
     self.precision = distribution.resolve_precision(config)
     distribution.set_precision(self.precision)
-    run_dir.prepare(config, self.is_chief)
+    # A training run holds model_dir's lock until close() (or its end);
+    # its config is written once the checkpoint is restored (train()).
+    self.lock, self._commit_config = run_dir.prepare(
+        config, self.is_chief, lock=config.do_train and self.is_chief)
+    try:
+      self._build(config)
+    except BaseException:
+      self.close()
+      raise
+
+  def close(self):
+    """Releases model_dir's lock (the process's end does so too)."""
+    if self.lock is not None:
+      self.lock.release()
+      self.lock = None
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+  def _build(self, config):
     counts = (data.load_token_counts(self.meta) if config.unigram_generator
               else None)
     with self.strategy.scope():
@@ -97,7 +120,7 @@ class Trainer:
   def restore(self, checkpoint):
     """Restores the latest checkpoint of model_dir, or init_checkpoint."""
     config = self.config
-    latest = tf.train.latest_checkpoint(config.model_dir)
+    latest = checkpointing.latest_checkpoint(config.model_dir)
     try:
       if latest:
         checkpoint.read(latest).assert_existing_objects_matched()
@@ -105,8 +128,9 @@ class Trainer:
               f"{int(self.optimizer.iterations.numpy())}", flush=True)
       elif config.init_checkpoint:
         self._initialise(config.init_checkpoint)
-    except (tf.errors.OpError, AssertionError, ValueError) as e:
-      first = str(e).strip().splitlines()[0][:300]
+    except (tf.errors.OpError, AssertionError, ValueError, IndexError,
+            OSError) as e:  # a truncated data file raises IndexError
+      first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
       raise UserError(
           f"cannot restore checkpoint {latest or config.init_checkpoint}"
           f": {first}") from None
@@ -287,6 +311,7 @@ class Trainer:
     checkpoint = self._checkpoint(iterator if saves_position else None)
     manager = self._checkpoint_manager(checkpoint)
     self.restore(checkpoint)
+    self._commit_config()  # nothing is written before this point
     step = int(self.optimizer.iterations.numpy())
     if not saves_position and step:
       iterator = iter(self._distributed_dataset(config.train_batch_size, True,
@@ -341,7 +366,8 @@ class Trainer:
           print(f"saved {path}", flush=True)
         if preemption.requested:
           writer.flush()
-          raise Preempted(f"SIGTERM: saved step {step} and stopped")
+          raise Preempted(f"{preemption.name}: saved step {step} and "
+                          "stopped", preemption.exit_code)
     writer.flush()
     return step
 
@@ -387,7 +413,7 @@ class Trainer:
     """The objective's eval metrics over num_eval_steps batches."""
     config = self.config
     checkpoint = self._checkpoint()  # the optimizer holds the step count
-    latest = config.eval_checkpoint or tf.train.latest_checkpoint(
+    latest = config.eval_checkpoint or checkpointing.latest_checkpoint(
         config.model_dir)
     if config.eval_checkpoint and not tf.io.gfile.exists(latest + ".index"):
       raise UserError(f"eval_checkpoint not found: {latest}")

@@ -29,7 +29,9 @@ def load_pairs(directory, limit=0):
   """Every pair of every *.jsonl in `directory` (the first `limit` of each
   file when > 0), in file-name order."""
   if not storage.isdir(directory):
-    raise UserError(f"BLiMP folder not found: {directory}")
+    what = "is a file, not a folder" if storage.exists(directory) else (
+        "not found")
+    raise UserError(f"BLiMP folder {directory} {what}")
   files = sorted(f for f in storage.listdir(directory)
                  if f.endswith(".jsonl"))
   if not files:

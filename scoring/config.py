@@ -8,7 +8,9 @@ import os
 from pretrain import load_objectives
 from util import storage
 from util.config import check_choice
+from util.config import check_numbers
 from util.config import check_data_dir
+from util.config import check_folder
 from util.config import model_path
 from util.config import parse_config
 from util.config import require_model_path
@@ -70,6 +72,11 @@ class ScoringConfig:
   results_file: str = ""  # blimp/nbest: also write the results as JSON
   overwrite: bool = False  # replace an existing output_file / results_file
 
+  # Every number's range (util/config.check_numbers); max_seq_length 0 is
+  # the run's, else room for [CLS], [SEP] and a token.
+  RANGES = {"batch_size": "> 0", "max_seq_length": ">= 0", "top_k": "> 0",
+            "blimp_limit": ">= 0", "nbest_limit": ">= 0"}
+
   @property
   def model_path(self):
     return model_path(self)
@@ -79,20 +86,13 @@ class ScoringConfig:
     return parse_lambdas(self.lambdas)
 
   def validate(self):
+    check_numbers(self)
     check_data_dir(self)
     require_model_path(self)
     check_choice("mode", self.mode, MODES)
     if self.method:
       check_choice("method", self.method, methods(),
                    note=" (or empty for the objective's own)")
-    for name in ("batch_size", "top_k"):
-      if getattr(self, name) <= 0:
-        raise UserError(f"hparam '{name}' must be > 0, got "
-                        f"{getattr(self, name)}")
-    for name in ("max_seq_length", "blimp_limit", "nbest_limit"):
-      if getattr(self, name) < 0:
-        raise UserError(f"hparam '{name}' must be >= 0, got "
-                        f"{getattr(self, name)}")
     if 0 < self.max_seq_length < 3:
       raise UserError("max_seq_length must leave room for [CLS], [SEP] and "
                       "a token (>= 3)")
@@ -118,8 +118,7 @@ class ScoringConfig:
   def _validate_blimp(self):
     if not self.blimp_dir:
       raise UserError("mode blimp needs --blimp-dir (a folder of *.jsonl)")
-    if not storage.isdir(self.blimp_dir):
-      raise UserError(f"blimp_dir not found: {self.blimp_dir}")
+    check_folder(self.blimp_dir, "blimp_dir")
 
   def _validate_nbest(self):
     if not self.nbest_dev:
@@ -132,7 +131,9 @@ class ScoringConfig:
 
 
 def _need_file(path, name):
-  if not storage.exists(path) or storage.isdir(path):
+  if storage.isdir(path):
+    raise UserError(f"{name} {path} is a folder, not a file")
+  if not storage.exists(path):
     raise UserError(f"{name} not found: {path}")
   if "://" not in path and not os.path.isfile(path):
     raise UserError(f"{name} {path} is not a regular file (a device or a "

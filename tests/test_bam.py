@@ -288,7 +288,7 @@ BAM_ERRORS = {  # name -> (argv extras, hparams, the error line's pattern)
         r"last"),
     "negative_task_weight_exponent": (
         "rte,sts", {"task_weight_exponent": -1},
-        r"task_weight_exponent must be a number >= 0"),
+        r"'task_weight_exponent' must be >= 0, got -1"),
 }
 
 

@@ -158,3 +158,99 @@ def test_a_mistyped_hparam_names_the_closest_one():
     load("--hparams", '{"temprature": 2.0}')
   assert str(info.value) == ("unknown hparam 'temprature' in --hparams JSON; "
                              "did you mean 'temperature'?")
+
+
+# ------------------------------------ numbers: finite, in range, named once
+def _config_classes():
+  from comparison.config import ComparisonConfig
+  from dataset.config import BuildConfig
+  from finetune.config import FinetuningConfig
+  from interop.config import ExportConfig
+  from scoring.config import ScoringConfig
+  return (configure_pretraining.PretrainingConfig, FinetuningConfig,
+          ScoringConfig, BuildConfig, ComparisonConfig, ExportConfig)
+
+
+@pytest.mark.parametrize("cls", _config_classes(), ids=lambda c: c.__name__)
+def test_every_number_of_every_config_has_a_range(cls):
+  """A numeric field added without a range (None: any value, e.g. a
+  seed) fails here, and every range spec parses."""
+  from util.config import in_range
+  from util.config import numeric_fields
+  assert sorted(cls.RANGES) == sorted(numeric_fields(cls))
+  for spec in filter(None, cls.RANGES.values()):
+    in_range(1.0, spec)
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["--learning-rate", "nan"],
+     "hparam 'learning_rate' must be a finite number, got nan"),
+    (["--hparams", '{"learning_rate": Infinity}'],
+     "hparam 'learning_rate' must be a finite number, got inf"),
+    (["--hparams", '{"learning_rate": 1e999}'],
+     "hparam 'learning_rate' must be a finite number, got inf"),
+    (["--adam-beta1", "1.5"], "hparam 'adam_beta1' must be in [0, 1), got 1.5"),
+    (["--clip-norm", "-1"], "hparam 'clip_norm' must be >= 0, got -1"),
+    (["--max-seq-length", "0"], "hparam 'max_seq_length' must be >= 8, got 0"),
+    (["--max-seq-length", "1024"],
+     "max_seq_length 1024 exceeds the model's 512 positions "
+     "(model_hparam_overrides max_position_embeddings)"),
+    (["--max-seq-length", "16", "--max-predictions-per-seq", "20"],
+     "max_predictions_per_seq 20 exceeds max_seq_length 16"),
+    (["--hparams", '{"learning_rate": 1e-3, "learning_rate": 2e-3}'],
+     "--hparams names 'learning_rate' twice (0.001, then 0.002); keep one"),
+    (["--model-hparam-overrides", '{"layer_norm_eps": -1}'],
+     "model hparam 'layer_norm_eps' must be > 0, got -1"),
+    (["--model-hparam-overrides", '{"hidden_dropout_prob": NaN}'],
+     "model hparam 'hidden_dropout_prob' expects a finite number, got nan"),
+    (["--model-hparam-overrides", '{"num_hidden_layers": 2.5}'],
+     "model hparam 'num_hidden_layers' expects int, got 2.5"),
+    (["--model-hparam-overrides", '{"hidden_size": 8, "hidden_size": 16}'],
+     "hparam 'model_hparam_overrides' names 'hidden_size' twice (8, then "
+     "16); keep one"),
+])
+def test_bad_numbers_and_duplicate_keys_name_their_cause(capsys, tmp_path,
+                                                         argv, line):
+  got = one_line_error(capsys, "run_pretraining", [
+      "--data-dir", str(tmp_path), "--model-name", "m", *argv])
+  assert got == "error: " + line
+
+
+def test_duplicate_keys_in_an_hparams_file_and_nested(tmp_path):
+  path = tmp_path / "h.json"
+  path.write_text('{"model_hparam_overrides": {"a": 1, "a": 1}}')
+  with pytest.raises(UserError, match=rf"--hparams file {path} names 'a' "
+                     r"twice \(1, then 1\); keep one"):
+    load("--hparams", str(path))
+
+
+@pytest.mark.parametrize("script,argv,line", [
+    ("run_finetuning", ["--hparams", '{"learning_rate": NaN}'],
+     "hparam 'learning_rate' must be a finite number, got nan"),
+    ("run_finetuning", ["--num-train-epochs", "-1"],
+     "hparam 'num_train_epochs' must be > 0, got -1"),
+    ("run_finetuning", ["--max-seq-length", "2"],
+     "hparam 'max_seq_length' must be >= 5, got 2"),
+    ("run_finetuning", ["--adam-beta2", "1"],
+     "hparam 'adam_beta2' must be in [0, 1), got 1"),
+    ("run_scoring", ["--batch-size", "0"],
+     "hparam 'batch_size' must be > 0, got 0"),
+    ("build_pretraining_dataset", ["--corpus-dir", "c", "--vocab-file", "v",
+                                   "--output-dir", "o", "--max-seq-length",
+                                   "100000"],
+     "hparam 'max_seq_length' must be in [8, 8192], got 100000"),
+    ("run_comparison", ["--budget-flops", "inf"],
+     "hparam 'budget_flops' must be a finite number, got inf"),
+    ("run_comparison", ["--pretrain-hparams", '{"adam_beta1": -0.1}'],
+     "--pretrain-hparams: hparam 'adam_beta1' must be in [0, 1), got -0.1"),
+    ("run_comparison", ["--finetune-hparams", '{"learning_rate": 0}'],
+     "--finetune-hparams: hparam 'learning_rate' must be > 0, got 0"),
+])
+def test_every_script_checks_its_numbers_up_front(capsys, tmp_path, script,
+                                                  argv, line):
+  base = {"run_finetuning": ["--raw-data-dir", str(tmp_path), "--output-dir",
+                             str(tmp_path / "out"), "--task-names", "rte"],
+          "run_scoring": ["--init-checkpoint", str(tmp_path)],
+          "run_comparison": ["--output-dir", str(tmp_path / "out"),
+                             "--tasks", ""]}.get(script, [])
+  assert one_line_error(capsys, script, base + argv) == "error: " + line

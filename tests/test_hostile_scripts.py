@@ -1,4 +1,5 @@
-"""Hostile inputs to run_finetuning.py, run_scoring.py and export_model.py.
+"""Hostile inputs to run_finetuning.py, run_scoring.py and export_model.py
+(run_pretraining.py's and run_comparison.py's: test_hostile_runs.py).
 
 As a new user or a scraper would feed them: files in other encodings or
 binary, NUL bytes, empty and header-only files, huge fields, wrong layouts,
@@ -268,6 +269,58 @@ def config_not_json(w, t):
 def checkpoint_truncated(w, t):
   return _ft(w, t, "--init-checkpoint", _copy_model(
       w, t, _truncate("ckpt-1.data-00000-of-00001")))
+
+
+@case(FINETUNING, r"hparam 'max_seq_length' must be >= 5, got 2")
+def max_seq_length_2(w, t):  # issue 41, 3.: was IndexError in featurization
+  return _ft(w, t, "--max-seq-length", 2)
+
+
+@case(FINETUNING, r"hparam 'learning_rate' must be a finite number, got nan")
+def learning_rate_nan(w, t):  # was: failed at step 2, minutes later
+  return _ft(w, t, "--learning-rate", "nan")
+
+
+@case(FINETUNING, r"hparam 'num_train_epochs' must be > 0, got -1")
+def negative_epochs(w, t):  # was: exit 0 with metrics
+  return _ft(w, t, "--num-train-epochs=-1")
+
+
+@case(FINETUNING, r"--hparams names 'train_batch_size' twice \(2, then 4\)")
+def hparams_key_twice(w, t):
+  return _ft(w, t, "--hparams", '{"train_batch_size": 2, '
+             '"train_batch_size": 4}')
+
+
+def _squad(context, answer_start, text="the cat"):
+  return json.dumps({"version": "v2.0", "data": [{"paragraphs": [{
+      "context": context, "qas": [{
+          "id": "q1", "question": "who sat?", "is_impossible": False,
+          "answers": [{"text": text, "answer_start": answer_start}]}]}]}]}
+                    ).encode()
+
+
+@case(FINETUNING, r"squad/train.json: article 0 paragraph 0 question 0: "
+                  r"answer_start 5000 \(of 'the cat'\) lies outside its "
+                  r"context of 64 characters")
+def squad_answer_outside_context(w, t):  # issue 41, 7.
+  return _ft(w, t, "--max-query-length", 4, task="squad", raw=_raw(
+      t, _squad("the cat sat on the mat and looked at the dog in the garden "
+                "now!!", 5000), task="squad", name="train.json"))
+
+
+@case(FINETUNING, r"squad/train.json: article 0 paragraph 0 has an empty "
+                  r"\"context\" \(and 1 question\(s\) about it\)")
+def squad_empty_context(w, t):
+  return _ft(w, t, "--max-query-length", 4, task="squad", raw=_raw(
+      t, _squad(" ", 0, "x"), task="squad", name="train.json"))
+
+
+@case(FINETUNING, r"model/checkpoint names ckpt-99, which is not there, but "
+                  r".*/model holds ckpt-1")
+def index_names_a_missing_checkpoint(w, t):
+  return _ft(w, t, "--init-checkpoint", _copy_model(
+      w, t, _write("checkpoint", b'model_checkpoint_path: "ckpt-99"\n')))
 
 
 def _taken(tmp_path, name="notes.txt"):
@@ -572,7 +625,7 @@ def input_is_a_fifo(w, t):
   return _sc(w, "--input-file", _fifo(t))
 
 
-@case(SCORING, r"input_file not found")
+@case(SCORING, r"input_file .* is a folder, not a file")
 def input_is_a_folder(w, t):
   return _sc(w, "--input-file", t)
 
@@ -642,6 +695,25 @@ def hparams_a_string(w, t):
 def checkpoint_list_damaged(w, t):
   return _sc(w, "--input-file", _text(t), "--init-checkpoint", _copy_model(
       w, t, _write("checkpoint", b"\xff\xfe garbage")))
+
+
+@case(SCORING, r"no sentences in .*in.txt: its 3 line\(s\) are all blank")
+def blank_input(w, t):  # issue 41, 8.: was three PLLs of 0.0
+  return _sc(w, "--input-file", _text(t, b"  \n\t\n \r\n"))
+
+
+@case(SCORING, r"hparam 'batch_size' must be > 0, got -3")
+def negative_batch_size(w, t):
+  return _sc(w, "--input-file", _text(t), "--batch-size=-3")
+
+
+@case(SCORING, r"model/checkpoint, the list of checkpoints, is missing but "
+               r".*/model holds ckpt-1")
+def checkpoint_list_missing(w, t):
+  def damage(folder):
+    (folder / "checkpoint").unlink()
+  return _sc(w, "--input-file", _text(t), "--init-checkpoint",
+             _copy_model(w, t, damage))
 
 
 @pytest.mark.parametrize("name", sorted(SCORING))
@@ -814,6 +886,39 @@ def checkpoint_list_damaged(w, t):
       w, t, _write("checkpoint", np.random.RandomState(3).bytes(64))))
 
 
+@case(EXPORT, r"pretrain_config.json is not valid JSON")
+def config_truncated(w, t):
+  return _ex(w, t, "--init-checkpoint", _copy_model(
+      w, t, _truncate("pretrain_config.json")))
+
+
+@case(EXPORT, r"model/ckpt-1: a checkpoint with neither our "
+              r"pretrain_config.json beside it nor the original ELECTRA "
+              r"release's variable names")
+def config_missing(w, t):
+  def damage(folder):
+    (folder / "pretrain_config.json").unlink()
+  return _ex(w, t, "--init-checkpoint", _copy_model(w, t, damage))
+
+
+@case(EXPORT, r"model/checkpoint names ckpt-7, which is not there, but "
+              r".*/model holds ckpt-1")
+def index_names_a_missing_checkpoint(w, t):
+  return _ex(w, t, "--init-checkpoint", _copy_model(
+      w, t, _write("checkpoint", b'model_checkpoint_path: "ckpt-7"\n')))
+
+
+@case(EXPORT, r"output_dir .*model already exists and is not empty")
+def export_into_the_model_itself(w, t):
+  model = _copy_model(w, t, lambda folder: None)
+  return _ex(w, t, "--init-checkpoint", model, out=model)
+
+
+@case(EXPORT, r"hparam 'max_seq_length' must be >= 0, got -8")
+def negative_max_seq_length(w, t):
+  return _ex(w, t, "--format", "savedmodel", "--max-seq-length=-8")
+
+
 @case(EXPORT, r"vocabulary lacks special token")
 def vocab_binary(w, t):
   return _ex(w, t, "--vocab-file", _text(
@@ -866,6 +971,46 @@ def test_interrupted_export_leaves_the_empty_folder_empty(world, tmp_path,
           [world, tmp_path])
   assert saved and os.listdir(out) == []
   assert sorted(os.listdir(tmp_path)) == ["export"]
+
+
+def test_ctrl_c_during_export_leaves_the_empty_folder_empty(world, tmp_path,
+                                                           capsys,
+                                                           monkeypatch):
+  """Ctrl-C while the second network is written: one `error:` line, exit
+  130, the user's empty folder still empty and no staging folder left."""
+  from interop import hf
+  out = tmp_path / "export"
+  out.mkdir()
+  real_save, saved = hf.save, []
+
+  def save_then_interrupt(output_dir, *args, **kwargs):
+    if saved:
+      raise KeyboardInterrupt
+    saved.append(output_dir)
+    return real_save(output_dir, *args, **kwargs)
+
+  monkeypatch.setattr(hf, "save", save_then_interrupt)
+  before = snapshot(world)
+  with pytest.raises(SystemExit) as info:
+    export_model.main(_ex(world, tmp_path, out=out))
+  assert info.value.code == 130
+  err = capsys.readouterr().err
+  assert err.strip().splitlines()[-1] == "error: interrupted", err
+  assert "Traceback" not in err
+  assert saved and os.listdir(out) == []
+  assert sorted(os.listdir(tmp_path)) == ["export"]
+  assert snapshot(world) == before
+
+
+def test_blank_stdin_is_refused_at_once(world):
+  """Whitespace-only stdin, in a real process: refused before the model
+  loads (it was scored as empty sentences, and the process hung)."""
+  result = _script("run_scoring.py", *_sc(world), stdin=b"  \n\t\n \n")
+  err = result.stderr.decode()
+  assert result.returncode == 2, err
+  assert err.strip().splitlines()[-1] == (
+      "error: no sentences in stdin: its 3 line(s) are all blank"), err
+  assert "Traceback" not in err and result.stdout == b""
 
 
 # ------------------------------------------------------ typed [SEP] & co.

@@ -56,6 +56,53 @@ def read_checkpoint(checkpoint, path):
     raise UserError(f"cannot restore checkpoint {path}: {first}") from None
 
 
+def _step_of(prefix):
+  match = re.search(r"-(\d+)$", prefix)
+  return int(match.group(1)) if match else -1
+
+
+def complete_checkpoints(directory):
+  """Prefixes of the complete checkpoints in `directory` (the .index file
+  is written last), oldest step first."""
+  found = [p[:-len(".index")] for p in
+           tf.io.gfile.glob(os.path.join(directory, "*.index"))]
+  return sorted(found, key=lambda p: (_step_of(p), p))
+
+
+def latest_checkpoint(directory):
+  """The checkpoint that `directory`'s index (its `checkpoint` file) leads
+  to, or None when it holds none. Checkpoints that the index does not lead
+  to (it is missing, or names one that is not there) are one clear error:
+  going on from step 0 would overwrite the run, and evaluating would
+  report random weights as the run's."""
+  index = os.path.join(directory, "checkpoint")
+  try:
+    state = tf.train.get_checkpoint_state(directory)
+  except Exception as e:  # pylint: disable=broad-except
+    # A damaged index file raises decode or protobuf parse errors.
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+    raise UserError(f"{index} (the list of checkpoints) is damaged: "
+                    f"{first}") from None
+  named = state.model_checkpoint_path if state else ""
+  if named and tf.io.gfile.exists(named + ".index"):
+    return named
+  if named:  # a copied run whose index holds the old absolute paths
+    here = os.path.join(directory, os.path.basename(named))
+    if tf.io.gfile.exists(here + ".index"):
+      return here
+  found = complete_checkpoints(directory)
+  if not found:
+    return None
+  names = ", ".join(os.path.basename(p) for p in found)
+  newest = os.path.basename(found[-1])
+  what = (f"{index} names {os.path.basename(named)}, which is not there,"
+          if named else f"{index}, the list of checkpoints, is missing"
+          if not tf.io.gfile.exists(index) else f"{index} names none,")
+  raise UserError(f"{what} but {directory} holds {names}: nothing was read "
+                  f"or written; to go on from {newest}, put the line "
+                  f"model_checkpoint_path: \"{newest}\" in {index}")
+
+
 class CheckpointSeries:
   """A run's checkpoints `<directory>/ckpt-<step>`: the last `keep` saves
   that `scheduled(step)` calls regular, plus the newest save when it was
@@ -79,7 +126,7 @@ class CheckpointSeries:
 
   @property
   def latest_checkpoint(self):
-    return tf.train.latest_checkpoint(self.directory)
+    return latest_checkpoint(self.directory)
 
   def save(self, step):
     tf.io.gfile.makedirs(self.directory)

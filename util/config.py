@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import inspect
 import json
+import math
 import os
 import re
 import types
@@ -34,6 +35,31 @@ def _field_types(cls):
   return {f.name: _base_type(hints[f.name]) for f in dataclasses.fields(cls)}
 
 
+class DuplicateKey(ValueError):
+  """A JSON object names a key twice (json.loads would keep the last)."""
+
+
+def _short_json(value, limit=30):
+  text = json.dumps(value)
+  return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _no_duplicates(pairs):
+  seen = {}
+  for key, value in pairs:
+    if key in seen:
+      raise DuplicateKey(f"names '{key}' twice ({_short_json(seen[key])}, "
+                         f"then {_short_json(value)}); keep one")
+    seen[key] = value
+  return seen
+
+
+def loads_strict(text):
+  """json.loads, but a key named twice in an object is DuplicateKey: the
+  silent last-one-wins hides a typo'd or stale setting."""
+  return json.loads(text, object_pairs_hook=_no_duplicates)
+
+
 def coerce(name, tp, value):
   """Checks/converts a JSON or flag value to the field's type."""
   if value is None:
@@ -54,21 +80,70 @@ def coerce(name, tp, value):
     if tp is float:
       if isinstance(value, bool):
         raise ValueError
-      return float(value)
+      value = float(value)
+      if not math.isfinite(value):  # NaN passes every `> 0` check
+        raise UserError(f"hparam '{name}' must be a finite number, got "
+                        f"{value}")
+      return value
     if tp is str:
       if not isinstance(value, str):
         raise ValueError
       return value
     if origin in (dict, list, tuple):
       if isinstance(value, str):
-        value = json.loads(value)
+        value = loads_strict(value)
       if not isinstance(value, (dict if origin is dict else (list, tuple))):
         raise ValueError
       return origin(value) if origin is not tuple else tuple(value)
+  except DuplicateKey as e:
+    raise UserError(f"hparam '{name}' {e}") from None
   except (ValueError, TypeError, json.JSONDecodeError):
     raise UserError(f"hparam '{name}' expects {getattr(tp, '__name__', tp)}, "
                     f"got {value!r}") from None
   return value
+
+
+_RANGE = re.compile(r"^(?:(>=|>) *(\S+)|([\[(]) *(\S+), *(\S+) *([\])]))$")
+
+
+def in_range(value, spec):
+  """Whether number `value` is within `spec`: "> 0", ">= 1", "[0, 1)"."""
+  match = _RANGE.match(spec)
+  if not match:
+    raise ValueError(f"bad range spec {spec!r}")
+  op, low, left, lo, hi, right = match.groups()
+  if op:
+    return value > float(low) if op == ">" else value >= float(low)
+  return ((value >= float(lo) if left == "[" else value > float(lo)) and
+          (value <= float(hi) if right == "]" else value < float(hi)))
+
+
+def numeric_fields(cls):
+  """Names of a config class's int and float fields (not bools)."""
+  return [name for name, tp in _field_types(cls).items()
+          if tp in (int, float)]
+
+
+def check_numbers(config, source=""):
+  """Every number of `config` finite and within the range its class's
+  RANGES gives ({field: spec or None for any value}; None values are
+  "use the default" and pass). The one place numeric hparams are checked,
+  before any work, so NaN or a beta of 1.5 never starts a run."""
+  ranges = getattr(type(config), "RANGES", {})
+  prefix = f"{source}: " if source else ""
+  for name in numeric_fields(type(config)):
+    value = getattr(config, name)
+    if value is None or isinstance(value, bool):
+      continue
+    if not math.isfinite(value):
+      raise UserError(f"{prefix}hparam '{name}' must be a finite number, "
+                      f"got {value}")
+    spec = ranges.get(name)
+    if spec and not in_range(value, spec):
+      words = spec if spec[0] == ">" else f"in {spec}"
+      shown = f"{value:.10g}" if isinstance(value, float) else value
+      raise UserError(f"{prefix}hparam '{name}' must be {words}, got "
+                      f"{shown}")
 
 
 def apply_overrides(config, overrides, source="hparams"):
@@ -106,13 +181,15 @@ def load_hparams(spec):
     except OSError as e:
       raise UserError(f"cannot read {where}: {e.strerror or e}") from None
   try:
-    value = json.loads(text)
+    value = loads_strict(text)
   except json.JSONDecodeError as e:
     if where == "--hparams" and not text.startswith(("{", "[", '"')):
       raise UserError(f"--hparams file not found: {spec}") from None
     at = (f"char {e.pos}" if where == "--hparams" else
           f"line {e.lineno} column {e.colno}")
     raise UserError(f"{where} is not valid JSON ({e.msg} at {at})") from None
+  except DuplicateKey as e:
+    raise UserError(f"{where} {e}") from None
   except (ValueError, RecursionError) as e:  # huge numbers, deep nesting
     raise UserError(f"{where} is not usable JSON ({str(e)[:80]})") from None
   if not isinstance(value, dict):
@@ -221,7 +298,8 @@ def parse_config(cls, argv=None, description=None, parser=None,
   if check_first is not None:
     check_first(config)
   if hasattr(config, "validate"):
-    config.validate()
+    config.validate()  # the configs' own call check_numbers first
+  check_numbers(config)
   return config, args
 
 
@@ -257,6 +335,14 @@ def check_data_dir(config):
     what = ("is a file, not a folder" if storage.exists(path) else
             "does not exist")
     raise UserError(f"data_dir {path} {what}")
+
+
+def check_folder(path, name):
+  """One error naming what `path` is when it is not a folder."""
+  if storage.exists(path) and not storage.isdir(path):
+    raise UserError(f"{name} {path} is a file, not a folder")
+  if not storage.isdir(path):
+    raise UserError(f"{name} not found: {path}")
 
 
 def check_choice(name, value, choices, note=""):

@@ -25,5 +25,12 @@ def main_guard(main_fn):
     except KeyboardInterrupt:
       print("error: interrupted", file=sys.stderr, flush=True)
       sys.exit(130)
+    except RuntimeError as e:
+      # Ctrl-C inside a C++ callback (TensorFlow's pybind11) arrives as
+      # "pybind11::error_already_set: ... KeyboardInterrupt".
+      if "KeyboardInterrupt" not in str(e):
+        raise
+      print("error: interrupted", file=sys.stderr, flush=True)
+      sys.exit(130)
 
   return wrapper

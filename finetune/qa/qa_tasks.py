@@ -6,6 +6,7 @@ score, EM/F1).
 """
 
 import os
+import sys
 
 from keras import ops
 
@@ -63,7 +64,7 @@ class QATask(task.Task):
         self.v2 and self.config.answerable_classifier) else "")
 
   def _read_examples(self, articles, path, is_train, limit):
-    examples = []
+    examples, self._unfound = [], 0
     for a, article in enumerate(articles):
       paragraphs = qa_data.field(article, "paragraphs", list, path,
                                  f"article {a}")
@@ -71,13 +72,22 @@ class QATask(task.Task):
         where = f"article {a} paragraph {p}"
         self._add_paragraph(paragraph, path, where, is_train, examples)
         if limit and len(examples) >= limit:
-          return examples[:limit]
-    return examples
+          break
+      if limit and len(examples) >= limit:
+        break
+    if self._unfound:  # BERT drops them too, but says so
+      print(f"warning: {path}: left out {self._unfound} training "
+            "question(s) whose answer text is not at its answer_start",
+            file=sys.stderr, flush=True)
+    return examples[:limit] if limit else examples
 
   def _add_paragraph(self, paragraph, path, where, is_train, examples):
     context = qa_data.field(paragraph, "context", str, path, where)
     doc_tokens, word_spans, char_to_word = qa_data.split_context(context)
     qas = qa_data.field(paragraph, "qas", list, path, where)
+    if qas and not context.strip():
+      raise UserError(f'{path}: {where} has an empty "context" (and '
+                      f"{len(qas)} question(s) about it)")
     for q, qa in enumerate(qas):
       qwhere = f"{where} question {q}"
       qid = str(qa_data.field(qa, "id", (str, int), path, qwhere))
@@ -86,6 +96,13 @@ class QATask(task.Task):
           isinstance(x, dict) and isinstance(x.get("text"), str)
           for x in answers):
         raise UserError(f'{path}: {qwhere} has a malformed "answers" list')
+      for x in answers:  # an offset past the context is a broken file
+        start = x.get("answer_start")
+        if isinstance(start, int) and not 0 <= start <= (
+            len(context) - len(x["text"])):
+          raise UserError(f"{path}: {qwhere}: answer_start {start} (of "
+                          f"{x['text'][:40]!r}) lies outside its context "
+                          f"of {len(context)} characters")
       impossible = bool(qa.get("is_impossible", False)) or (
           self.v2 and "is_impossible" not in qa and "answers" in qa and
           not answers)
@@ -101,6 +118,7 @@ class QATask(task.Task):
         words = qa_data.answer_words(context, char_to_word, doc_tokens,
                                      answers[0])
         if words is None and is_train:
+          self._unfound += 1
           continue  # unrecoverable annotation: BERT drops it too
         if words is not None:
           example.start_word, example.end_word = words

@@ -139,8 +139,9 @@ class ElectraModel(PretrainingModel):
                         "into a separate discriminator (weight_sharing "
                         "embeddings or none; no two-tower generator)")
       if not 0 <= config.two_stage_generator_steps < config.num_train_steps:
-        raise UserError("two_stage_generator_steps must be in [0, "
-                        "num_train_steps)")
+        raise UserError(f"two_stage_generator_steps must be in [0, "
+                        f"num_train_steps {config.num_train_steps}), got "
+                        f"{config.two_stage_generator_steps}")
     if (config.training_algorithm == "adversarial" and
         config.two_tower_generator):
       raise UserError("adversarial training needs a masked-LM generator")
