@@ -84,7 +84,8 @@ class ComparisonConfig:
   RANGES = {"num_processes": ">= 1", "max_seq_length": ">= 8",
             "budget_flops": ">= 0", "num_checkpoints": ">= 1",
             "warmup_fraction": "(0, 1)", "seeds": ">= 1",
-            "blimp_limit": ">= 0", "parallel_jobs": ">= 1"}
+            "blimp_limit": ">= 0", "parallel_jobs": ">= 1",
+            "pretrain_seeds": ">= 1", "heldout_fraction": "[0, 0.5]"}
 
   @property
   def objective_seeds(self):
