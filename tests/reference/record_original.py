@@ -33,8 +33,8 @@ MASK_PROB = 0.15
 
 def _shim(original):
   """Lets the original's imports resolve on TF 2.x: tf.contrib is gone
-  (its layers.layer_norm lives on in tf-slim, same code), and
-  tf.compat.v1.layers needs Keras 2 (tf-keras)."""
+  (its layers.layer_norm lives on in tf-slim, same code),
+  tf.compat.v1.layers needs Keras 2 (tf-keras), and tf.estimator is gone."""
   os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   import tf_slim  # pylint: disable=g-import-not-at-top
@@ -45,14 +45,31 @@ def _shim(original):
   sys.path.insert(0, original)
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   tf.disable_eager_execution()
+  if not hasattr(tf, "estimator"):  # gone in TF 2.16; util/training_utils
+    # subclasses its SessionRunHook at import (never used here)
+    tf.estimator = types.SimpleNamespace(
+        SessionRunHook=tf.train.SessionRunHook)
   return tf
 
 
 def _dump_json(name, obj):
+  """One top-level key per line, and one line per element of a list of
+  records: compact, yet a diff shows which record changed."""
+  def dumps(value):
+    return json.dumps(value, ensure_ascii=False, sort_keys=True,
+                      separators=(",", ":"))
+  lines = []
+  for key in sorted(obj):
+    value = obj[key]
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+      body = ",\n  ".join(dumps(v) for v in value)
+      lines.append(f"{dumps(key)}:[\n  {body}]")
+    else:
+      lines.append(f"{dumps(key)}:{dumps(value)}")
   path = os.path.join(HERE, name)
   with open(path, "w", encoding="utf-8") as f:
-    json.dump(obj, f, ensure_ascii=False, indent=1, sort_keys=True)
-    f.write("\n")
+    f.write("{\n" + ",\n".join(lines) + "\n}\n")
+  json.loads(open(path, encoding="utf-8").read())  # still valid JSON
   print("wrote", path, os.path.getsize(path), "bytes")
 
 
@@ -330,7 +347,7 @@ def record_squad_answer_mask(tf, shared):
   for max_len in (512, 128):
     config = _finetune_config(shared, "squadv1", max_seq_length=max_len)
     task, = task_builder.get_tasks(config)
-    examples = task.get_examples("dev")[:4]
+    examples = [task.get_examples("dev")[i] for i in (0, 100, 1000, 5000)]
     feats = []
     for ex in examples:
       feats += task.featurize(ex, is_training=False)
@@ -346,7 +363,7 @@ def record_squad_answer_mask(tf, shared):
           "input_mask_length": n,
           "allowed_answer_positions": ok})
   _dump_json("squad_answer_mask.json", {
-      "source": "squad/dev-v1.1.json, first 4 questions; max_query_length "
+      "source": "squad/dev-v1.1.json, questions 0, 100, 1000, 5000; max_query_length "
                 "64, doc_stride 128",
       "features": out})
 
@@ -399,10 +416,27 @@ def _sentences(shared):
   return out
 
 
-def _unusual(text):
-  return any(ord(c) > 127 or
-             (unicodedata.category(c).startswith("C") and c not in "\t\n\r")
-             for c in text)
+def _unusual_char(c):
+  return ord(c) > 127 or (unicodedata.category(c).startswith("C") and
+                          c not in "\t\n\r")
+
+
+def _snippets(text):
+  """The space-separated words of `text` holding an unusual character, each
+  with one word either side (overlaps merged). The original tokenizes each
+  space-separated word on its own, so a snippet gets the same pieces as in
+  the full text; only ASCII space is cut at, since the original drops some
+  characters Python's split() would cut at (e.g. \x0c)."""
+  words = text.split(" ")
+  hits = [i for i, w in enumerate(words) if any(map(_unusual_char, w))]
+  spans = []
+  for i in hits:
+    lo, hi = max(0, i - 1), min(len(words), i + 2)
+    if spans and lo <= spans[-1][1]:
+      spans[-1][1] = hi
+    else:
+      spans.append([lo, hi])
+  return [" ".join(words[lo:hi]) for lo, hi in spans]
 
 
 def record_tokenization(tf, shared):
@@ -411,32 +445,40 @@ def record_tokenization(tf, shared):
   vocab_file = os.path.join(shared, "vocab", "bert-base-uncased-vocab.txt")
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
   sentences = _sentences(shared)
-  seen, unusual, plain = set(), [], []
+  seen_text, seen, plain = set(), {}, []
+  n_unusual = 0
   for source, text in sentences:
-    if text in seen:
+    if text in seen_text:
       continue
-    seen.add(text)
-    (unusual if _unusual(text) else plain).append((source, text))
+    seen_text.add(text)
+    snippets = _snippets(text)
+    n_unusual += bool(snippets)
+    for snippet in snippets:
+      seen.setdefault(snippet, source)
+    if not snippets and not source.startswith("squad"):
+      plain.append((source, text))
   plain = random.Random(0).sample(plain, 50)
-  rows = [{"source": s, "text": t, "unusual": u,
-           "pieces": tokenizer.tokenize(t)}
-          for u, group in ((True, unusual), (False, plain))
-          for s, t in group]
-  # Synthetic lines for the cases the issue names, in case the data
-  # lacks one: each is one the tokenizers could disagree on.
+  rows = [{"source": s, "text": t, "unusual": True,
+           "pieces": tokenizer.tokenize(t)} for t, s in seen.items()]
+  rows += [{"source": s, "text": t, "unusual": False,
+            "pieces": tokenizer.tokenize(t)} for s, t in plain]
+  # Lines for the cases the issue names and other corners (whitespace and
+  # control characters, compatibility forms, long words), in case the data
+  # lacks one.
   for text in ("2\u00bd km\u00b2 \u2026 Stra\u00dfe \u039f\u0394\u039f\u03a3 "
-               "\u03bf\u03b4\u03bf\u03c2", "don\u00e2\x80\x99t",
+               "\u03bf\u03b4\u03bf\u03c2 \u03a3\u039f\u03a3", "don\u00e2\x80\x99t",
                "caf\u00e9 na\u00efve \u00c5ngstr\u00f6m \u0130stanbul",
-               "a\u2028b\u2029c\u00a0d\u3000e\x0bf\x1cg\x85h\ufeffi\u200bj",
-               "\ufb01ne \u2460 \uff21\uff22 \u2163 x\u0301y \u1e9e",
+               "a\u2028b\u2029c\u00a0d\u3000e\x0bf\x1cg\x85h\ufeffi\u200bj\x00k"
+               "\ufffdl\tm\nn",
+               "\ufb01ne \u2460 \uff21\uff22 \u2163 x\u0301y \u1e9e \u00b5 \u212b",
                "\u4e2d\u6587 \u00bfqu\u00e9? \u00ab\u00bb \u201chi\u201d",
-               "x" * 150 + " " + "\u00e9" * 120):
+               "x" * 150 + " " + "y" * 201 + " " + "\u00e9" * 120):
     rows.append({"source": "synthetic", "text": text, "unusual": True,
                  "pieces": tokenizer.tokenize(text)})
   _dump_json("tokenization.json", {
       "vocab": "bert-base-uncased-vocab.txt", "do_lower_case": True,
-      "sentences_scanned": len(sentences), "distinct_scanned": len(seen),
-      "rows": rows})
+      "sentences_scanned": len(sentences), "distinct_scanned": len(seen_text),
+      "distinct_with_unusual_chars": n_unusual, "rows": rows})
 
 
 # ------------------------------------------------------------ item 5
@@ -514,6 +556,7 @@ def record_gelu_and_logits(tf, shared):
     inputs = types.SimpleNamespace(input_mask=tf.constant(mask))
     disc = run_pretraining.PretrainingModel._get_discriminator_output(  # pylint: disable=protected-access
         fake_self, inputs, model, tf.zeros_like(ids))
+    logits_t = disc.probs.op.inputs[0]  # probs = sigmoid(logits)
     variables = tf.global_variables()
     with tf.Session(graph=graph) as sess:
       sess.run(tf.global_variables_initializer())
@@ -532,7 +575,7 @@ def record_gelu_and_logits(tf, shared):
           val = 0.2 * rng.standard_normal(shape)
         values[v.op.name] = val.astype(np.float16)
         v.load(values[v.op.name].astype(np.float32), sess)
-      gelu_out, logits = sess.run([gelu, disc.logits])
+      gelu_out, logits = sess.run([gelu, logits_t])
   _dump_json("gelu.json", {"x": grid.tolist(),
                            "gelu": gelu_out.astype(np.float64).tolist()})
   _dump_npz("tiny_discriminator.npz", input_ids=ids, input_mask=mask,
