@@ -28,6 +28,10 @@ from util.outputs import check_output_dir
 LEARNING_RATES = {"tiny": 1e-3, "small": 3e-4, "base": 1e-4, "large": 5e-5}
 LAYERWISE_DECAY = {"tiny": 0.8, "small": 0.8, "base": 0.8, "large": 0.9}
 EPOCHS = {"rte": 10.0, "sts": 10.0, "squad": 2.0, "squadv1": 2.0}
+# The original release's configure_finetuning: one task with "squad" or
+# "qa" in its name gets 512 tokens, chunking 256, anything else (and any
+# multi-task run) 128.
+QA_MAX_SEQ_LENGTH, CHUNK_MAX_SEQ_LENGTH, DEFAULT_MAX_SEQ_LENGTH = 512, 256, 128
 DEFAULT_EPOCHS = 3.0
 INIT_FROM = ("discriminator", "generator")
 KEEP_MODEL = ("best", "last", "none")
@@ -93,7 +97,9 @@ class FinetuningConfig:
   model_size: str = ""  # default: the pretraining run's
   model_hparam_overrides: dict = dataclasses.field(default_factory=dict)
   do_lower_case: bool = True
-  max_seq_length: int = 128
+  # Default by task, as the original: default_max_seq_length(); cut to the
+  # model's max_position_embeddings where it has fewer (the trainer).
+  max_seq_length: Optional[int] = None
   hidden_dropout_prob: Optional[float] = None  # default: the model's (0.1)
 
   # Optimization (ELECTRA Table 6).
@@ -169,6 +175,7 @@ class FinetuningConfig:
   def resolve(self, pretrain_size=None):
     """Derived defaults; `pretrain_size` is the checkpoint's model_size."""
     self.model_size = self.model_size or pretrain_size or "small"
+    self.fill_max_seq_length()
     if self.learning_rate is None:
       self.learning_rate = LEARNING_RATES.get(self.model_size, 1e-4)
     if self.layerwise_lr_decay is None:
@@ -184,6 +191,33 @@ class FinetuningConfig:
     if self.debug:
       self.train_examples_limit = self.train_examples_limit or 64
       self.eval_examples_limit = self.eval_examples_limit or 64
+
+  # Whether resolve() filled max_seq_length in (not a field: never saved).
+  max_seq_length_is_default = False
+
+  def default_max_seq_length(self, tasks=None):
+    """The original's per-task default (see QA_MAX_SEQ_LENGTH)."""
+    tasks = self.tasks if tasks is None else tasks
+    if len(tasks) == 1:
+      name = tasks[0]
+      if "squad" in name or "qa" in name:
+        return QA_MAX_SEQ_LENGTH
+      if name == "chunk":
+        return CHUNK_MAX_SEQ_LENGTH
+    return DEFAULT_MAX_SEQ_LENGTH
+
+  def fill_max_seq_length(self, tasks=None):
+    """Sets an unset max_seq_length to the default for `tasks` (default:
+    task_names); resolve() and a Task built on an unresolved config."""
+    if self.max_seq_length is None:
+      self.max_seq_length = self.default_max_seq_length(tasks)
+      self.max_seq_length_is_default = True
+
+  def fit_max_seq_length(self, max_positions):
+    """A defaulted max_seq_length cut to the model's positions (the
+    original's models all have 512); a given one is left to fail."""
+    if self.max_seq_length_is_default and self.max_seq_length > max_positions:
+      self.max_seq_length = max_positions
 
   @property
   def tasks(self):

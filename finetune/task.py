@@ -49,6 +49,9 @@ class Task:
     return [path]
 
   def __init__(self, config, tokenizer):
+    # A config no one resolved: this task's default length.
+    config.fill_max_seq_length(
+        config.tasks if self.name in config.tasks else [self.name])
     self.config = config  # the FinetuningConfig
     self.tokenizer = tokenizer  # util.tokenization.Tokenizer
 

@@ -88,6 +88,7 @@ class FinetuningRunner:
                           else pretrain_config)
     config.validate(pretrain_config.model_size)
     self.model_config = model_config_for(self.pretrained, config)
+    config.fit_max_seq_length(self.model_config.max_position_embeddings)
     if config.max_seq_length > self.model_config.max_position_embeddings:
       raise UserError(
           f"max_seq_length {config.max_seq_length} exceeds the model's "

@@ -11,8 +11,8 @@ interop/weights.py's names, "<role>/<name>") with electra_pretraining.json
 the preset a whole pretraining model again as --init-checkpoint. A preset
 KerasHub itself made has its encoder only: enough to fine-tune.
 
-KerasHub's ElectraBackbone always uses the tanh GELU (as the TF1 release
-does); a model trained with the exact GELU ("gelu", our default) exports
+KerasHub's ElectraBackbone always uses the tanh GELU (the TF1 release
+uses the exact one); a model with the exact GELU ("gelu", our default) exports
 with a small difference in its outputs, which the export measures and
 reports. ELECTRA has no pooler: pooled_dense is written as the identity
 (pooled_output = tanh(sequence_output[:, 0])) and ignored on import.

@@ -144,7 +144,8 @@ def _rows(tf, special, max_len, query, doc_ids, starts, lengths):
   return {"input_ids": ids,
           "input_mask": broadcast(t <= end),
           "segment_ids": broadcast(tf.logical_and(t >= off, t <= end)),
-          "answer_mask": broadcast(tf.logical_or(t == 0, in_doc))}, (
+          "answer_mask": broadcast(tf.logical_or(
+              t == 0, tf.logical_and(t >= off, t <= end)))}, (
               tf.broadcast_to(in_doc, shape), doc_index)
 
 

@@ -117,4 +117,6 @@ def architecture(named):
           named["electra.embeddings.position_embeddings.weight"].shape[0]),
       type_vocab_size=int(
           named["electra.embeddings.token_type_embeddings.weight"].shape[0]),
-      hidden_act="gelu_approx")  # BERT's modeling.py: tanh GELU
+      # The release's model/modeling.py gelu is the exact erf form
+      # (BERT's was the tanh one); tests/reference/gelu.json.
+      hidden_act="gelu")

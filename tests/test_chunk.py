@@ -236,10 +236,13 @@ def test_labels_sit_on_first_subwords(dev, tokenizer):
   examples = examples[:40]
   features = task.featurize(examples, is_training=False)
   special = tokenizer.special_ids
-  assert features["input_ids"].shape == (40, 128)
+  # The original's default length for chunking, and its segment ids: 1 at
+  # every real token ([CLS] and [SEP] too), 0 at padding.
+  assert features["input_ids"].shape == (40, 256)
   assert task.truncated_words == 0
   np.testing.assert_array_equal(features["example_index"], np.arange(40))
-  assert not features["segment_ids"].any()
+  np.testing.assert_array_equal(features["segment_ids"],
+                                features["input_mask"])
   for row, example in enumerate(examples):
     ids = features["input_ids"][row]
     length = int(features["input_mask"][row].sum())
@@ -299,10 +302,10 @@ def test_head_shapes_and_loss(dev, tokenizer):
   loss, outputs = task.loss_and_outputs(head, hidden, features, False)
   num_tags = len(task.label_list)
   logits = ops.convert_to_numpy(head(hidden, training=False))
-  assert logits.shape == (3, 128, num_tags)
+  assert logits.shape == (3, 256, num_tags)
   assert [w.shape for w in head.weights] == [(32, num_tags), (num_tags,)]
   assert tuple(loss.shape) == (3,)
-  assert tuple(outputs["predictions"].shape) == (3, 128)
+  assert tuple(outputs["predictions"].shape) == (3, 256)
   np.testing.assert_array_equal(outputs["predictions"], logits.argmax(-1))
   # Mean cross-entropy over the tagged positions of each row.
   log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))

@@ -370,7 +370,7 @@ def test_mixed_directory(cases, tmp_path, capsys):
 def test_control_characters_are_cleaned(cases, tmp_path, capsys,
                                         strip_accents):
   """Dirty text gives the same examples as its clean twin, with the fast
-  (FastBertTokenizer) and the explicit-normalization tokenizer paths."""
+  and the accent-keeping tokenizer settings."""
   twin = tmp_path / "clean"
   twin.mkdir()
   (twin / "clean.txt").write_text(CLEAN)

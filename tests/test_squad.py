@@ -364,8 +364,10 @@ def test_featurize_real_example(tmp_path, tokenizer, dev_v1):
     assert ids[n - 1] == sp["sep"] and np.all(ids[n:] == sp["pad"])
     assert np.all(seg[:off] == 0) and np.all(seg[off:n] == 1)
     assert np.all(seg[n:] == 0)
+    # [CLS], the context and its [SEP]: the original's
+    # input_mask * segment_ids + one_hot(0).
     assert f["answer_mask"][r].tolist() == (
-        [1] + [0] * (off - 1) + [1] * (n - 1 - off) + [0] * (65 - n))
+        [1] + [0] * (off - 1) + [1] * (n - off) + [0] * (64 - n))
     assert np.all(f["_token_to_orig_map"][r][off:n - 1] >= 0)
     assert np.all(f["_token_to_orig_map"][r][n - 1:] == -1)
     for pos in np.nonzero(f["_token_is_max_context"][r])[0]:

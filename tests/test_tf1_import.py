@@ -30,7 +30,7 @@ FULL = Tf1Sizes(vocab_size=30522, hidden_size=128, num_heads=2, num_layers=1,
 FULL_ARCH = {"model_hparam_overrides": {
     "hidden_size": 128, "num_hidden_layers": 1, "num_attention_heads": 2,
     "intermediate_size": 256, "embedding_size": 128,
-    "max_position_embeddings": 128, "hidden_act": "gelu_approx"},
+    "max_position_embeddings": 128, "hidden_act": "gelu"},
              "generator_hidden_size": 1.0, "generator_layers": 1.0}
 
 
@@ -147,7 +147,7 @@ def test_config_is_inferred_from_the_shapes(small):
     assert overrides["embedding_size"] == SMALL.embedding_size
     assert overrides["num_hidden_layers"] == SMALL.num_layers
     assert overrides["intermediate_size"] == SMALL.intermediate_size
-    assert overrides["hidden_act"] == "gelu_approx"
+    assert overrides["hidden_act"] == "gelu"  # the release's erf GELU
     assert c.generator_hidden_size == pytest.approx(0.5)
     assert c.weight_sharing == "embeddings"
 
@@ -178,6 +178,67 @@ def test_outputs_match_a_numpy_forward_pass(small, small_model):
   logits, _ = m.generator(features, positions, training=False)
   ref = numpy_generator_logits(values, ids, mask, segs, positions, SMALL)
   np.testing.assert_allclose(np.asarray(logits), ref, atol=1e-4, rtol=1e-4)
+
+
+# ---------------------------------------- the original release's outputs
+REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                         "reference")
+
+
+def test_gelu_is_the_original_exact_erf_form():
+  """tests/reference/gelu.json: the release's modeling.gelu on a grid."""
+  from model.encoder import activation
+  with open(os.path.join(REFERENCE, "gelu.json")) as f:
+    ref = json.load(f)
+  x = np.asarray(ref["x"], np.float32)
+  want = np.asarray(ref["gelu"])
+  np.testing.assert_allclose(np.asarray(activation("gelu")(x)), want,
+                             atol=1e-6, rtol=1e-6)
+  tanh = np.asarray(activation("gelu_approx")(x))
+  assert np.abs(tanh - want).max() > 1e-4  # the grid tells the two apart
+
+
+def _original_discriminator(tmp_path):
+  """The tiny discriminator of tests/reference/tiny_discriminator.npz as
+  a TF1 checkpoint: (prefix, inputs, the original's logits)."""
+  from tests.tf1_reference import save_tf1_variables
+  ref = np.load(os.path.join(REFERENCE, "tiny_discriminator.npz"))
+  values = {k[len("weight:"):]: ref[k].astype(np.float32)
+            for k in ref.files if k.startswith("weight:")}
+  prefix = str(tmp_path / "model.ckpt-7")
+  save_tf1_variables(prefix, values)
+  inputs = tuple(ref[k] for k in ("input_ids", "input_mask", "segment_ids"))
+  return prefix, inputs, ref["logits"]
+
+
+def _discriminator_logits(model, inputs):
+  hidden = model.discriminator(*inputs, training=False)
+  return np.asarray(model.discriminator_predictions(hidden))
+
+
+def test_imported_logits_match_the_original_release(tmp_path):
+  """Issue 37 item 6: the release's BertModel + discriminator head on fixed
+  weights, run by its own TF1 code, against our import of the same
+  checkpoint; with the tanh GELU they are 3e-4 off."""
+  from interop.weights import import_weights
+  from loading import runs
+  from loading import sources
+  from loading.sources import find_pretrained
+  from pretrain.objectives import build_model
+  prefix, inputs, want = _original_discriminator(tmp_path)
+  model = runs.restore_model(find_pretrained(prefix))
+  assert model.discriminator.config.hidden_act == "gelu"
+  ours = _discriminator_logits(model, inputs)
+  np.testing.assert_allclose(ours, want, atol=1e-5, rtol=0)  # got 3e-7
+  # The same weights with the tanh form: off by far more than the above.
+  src = sources.open_source(prefix)
+  config = src.config
+  config.model_hparam_overrides = dict(config.model_hparam_overrides,
+                                       hidden_act="gelu_approx")
+  approx = build_model(config)
+  approx.build_variables()
+  import_weights(approx, src.weights(), source=prefix)
+  assert np.abs(_discriminator_logits(approx, inputs) - want).max() > 1e-4
 
 
 def test_import_into_a_different_model_lists_what_differs(small):
@@ -236,7 +297,7 @@ def test_pretraining_on_another_vocabulary_is_one_error(data_dir, small,
   arch = {"model_hparam_overrides": {
       "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
       "intermediate_size": 256, "embedding_size": 64,
-      "max_position_embeddings": 128, "hidden_act": "gelu_approx"},
+      "max_position_embeddings": 128, "hidden_act": "gelu"},
           "generator_hidden_size": 0.5}
   line = expect_user_error(run_pretraining.main, [
       "--data-dir", data_dir, "--model-name", "tf1_vocab",

@@ -58,17 +58,70 @@ def test_known_bert_ids(uncased):
           uncased.tokenize_batch(["cafe"]))
 
 
-def test_matches_slow_reference(uncased):
+def _reference_rows():
+  """tests/reference/tokenization.json: the original release's
+  FullTokenizer(do_lower_case=True) on every RTE/SST-2 dev+train sentence
+  and SQuAD 1.1 dev context with a non-ASCII or control character (cut to
+  snippets around them), 50 plain sentences and synthetic corner cases."""
+  import json
+  with open(REPO / "tests" / "reference" / "tokenization.json",
+            encoding="utf-8") as f:
+    return json.load(f)["rows"]
+
+
+def test_matches_original_release(uncased):
+  """Issue 37 item 3: the original's wordpieces, e.g. 2½ -> 2 ##½ (not
+  21 ##⁄ ##2), km² stays, … stays, ß and final ς stay, C1 controls are
+  dropped (don\u00e2\x80\x99t -> dona ##t), words over 200 chars -> [UNK]."""
+  rows = _reference_rows()
+  assert len(rows) > 1500 and sum(not r["unusual"] for r in rows) == 50
+  vocab = VOCAB.read_text(encoding="utf-8").splitlines()
+  got = uncased.tokenize_batch([r["text"] for r in rows])
+  wrong = [(r["text"], r["pieces"], [vocab[i] for i in ids])
+           for r, ids in zip(rows, got)
+           if [vocab[i] for i in ids] != r["pieces"]]
+  assert not wrong, wrong[:5]
+  # Each case the issue names is in the fixture.
+  texts = "".join(r["text"] for r in rows)
+  for case in ("2\u00bd", "km\u00b2", "\u2026", "\u00df", "\u03c2", "\x80\x99"):
+    assert case in texts
+
+
+def test_nfkc_casefold_is_one_option_away(uncased):
+  """The pre-issue-37 normalization (FastBertTokenizer's NFKC case
+  folding) stays available."""
+  nfkc = tokenization.load_tokenizer(str(VOCAB), do_lower_case=True,
+                                     normalization="nfkc_casefold")
+  vocab = VOCAB.read_text(encoding="utf-8").splitlines()
+  pieces = lambda tok, text: [vocab[i] for i in tok.tokenize_batch([text])[0]]
+  assert pieces(uncased, "2\u00bd") == ["2", "##\u00bd"]
+  assert pieces(nfkc, "2\u00bd") == ["21", "##\u2044", "##2"]
+  assert pieces(uncased, "Fu\u00dfach") == ["fu", "##\u00df", "##ach"]
+  assert pieces(nfkc, "Fu\u00dfach") == ["fuss", "##ach"]
+  with pytest.raises(UserError, match="lower-cases and strips"):
+    tokenization.load_tokenizer(str(VOCAB), do_lower_case=True,
+                                strip_accents=False,
+                                normalization="nfkc_casefold")
+
+
+def test_ascii_shortcut_matches_full_normalization(uncased):
+  """Printable-ASCII lines skip the Unicode normalization: the same ids
+  as when they take it, and as tensorflow_text's BertTokenizer."""
   import tensorflow as tf
   import tensorflow_text as tf_text
+  lines = [l for l in _sample_paragraphs(300) if l.isascii()][:150]
+  lines += ["Hello,   WORLD!", "x" * 150, "y" * 201, ""]
+  full = uncased._tok.tokenize(tokenization._normalize(  # pylint: disable=protected-access
+      tf.constant(lines), True, True)).to_list()
+  assert uncased.tokenize_batch(lines) == full
   vocab = VOCAB.read_text(encoding="utf-8").splitlines()
   table = tf.lookup.StaticVocabularyTable(
       tf.lookup.KeyValueTensorInitializer(
           vocab, tf.range(len(vocab), dtype=tf.int64)), num_oov_buckets=1)
-  reference = tf_text.BertTokenizer(table, lower_case=True)
-  lines = _sample_paragraphs(200) + ["Zürich's naïve café — ÀÉÎ ñ 東京 🙂!"]
+  reference = tf_text.BertTokenizer(table, lower_case=True,
+                                    max_bytes_per_word=200)
   expected = reference.tokenize(lines).merge_dims(-2, -1).to_list()
-  assert uncased.tokenize_batch(lines) == expected
+  assert full == expected
 
 
 def test_batches_larger_than_a_chunk(uncased):

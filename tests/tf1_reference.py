@@ -1,9 +1,10 @@
 """A checkpoint in the original ELECTRA release's TF1 layout, and a float64
 NumPy forward pass written from that release's description (BERT
-modeling.py: post-LN layers, tanh GELU, LayerNorm eps 1e-12, -10000 on
+modeling.py: post-LN layers, erf GELU, LayerNorm eps 1e-12, -10000 on
 padded keys). Independent of model/ and interop/."""
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -101,11 +102,21 @@ def write_tf1_checkpoint(prefix, sizes, rng, full_size_generator=False,
                          global_step=100):
   """Writes a TF1 (tf.compat.v1 Saver) checkpoint at `prefix`; returns the
   {name: float32 array} of its model variables (no Adam slots/global_step)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if full_size_generator:
     sizes = sizes.full_size_generator()
   values = {name: random_value(name, shape, rng) for name, shape in
             tf1_shapes(sizes, with_generator).items()}
+  save_tf1_variables(prefix, values, rng if with_adam else None,
+                     global_step)
+  return values
+
+
+def save_tf1_variables(prefix, values, adam_rng=None, global_step=100):
+  """Saves {TF1 name: array} as tf.compat.v1 variables at `prefix`, with
+  random Adam slots when `adam_rng` is given."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  with_adam = adam_rng is not None
+  rng = adam_rng
   graph = tf.Graph()
   with graph.as_default():
     to_save = {}
@@ -125,13 +136,14 @@ def write_tf1_checkpoint(prefix, sizes, rng, full_size_generator=False,
     with tf.compat.v1.Session(graph=graph) as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       saver.save(sess, prefix, write_meta_graph=False)
-  return values
 
 
 # ------------------------------------------------------- NumPy forward pass
-def _gelu(x):  # BERT modeling.py's gelu: the tanh approximation
-  return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) *
-                                  (x + 0.044715 * x ** 3)))
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def _gelu(x):  # the release's model/modeling.py gelu: the exact erf form
+  return 0.5 * x * (1.0 + _ERF(x / np.sqrt(2.0)).astype(np.float64))
 
 
 def _layer_norm(x, gamma, beta, eps=1e-12):

@@ -168,11 +168,30 @@ class Tokenizer:
     return self._tok
 
 
-def _normalize(strings, do_lower_case, strip_accents):
-  """Lower-casing / accent stripping for combinations BERT has no op for."""
+# The original release's BasicTokenizer._clean_text: drop NUL, U+FFFD and
+# every "C*" character except \t\n\r, which become spaces like "Zs" ones.
+# U+2028/U+2029 also go to spaces: its str.split() cuts at them. "Zs" is
+# spelled out without " " (replacing every space with itself is slow).
+_WHITESPACE = (r"[\t\n\r\x{a0}\x{1680}\x{2000}-\x{200a}\x{202f}\x{205f}"
+               r"\x{3000}\x{2028}\x{2029}]")
+_DROPPED = r"[\x{fffd}\p{Cc}\p{Cf}\p{Co}]"
+# What FastBertTokenizer does on its own (normalization="nfkc_casefold").
+NORMALIZATIONS = ("original", "nfkc_casefold")
+
+
+def _normalize(strings, do_lower_case, strip_accents, case_fold=False,
+               clean=True):
+  """The original's text normalization in TF ops: clean as _clean_text,
+  then Python-style lower-casing (tf.strings.lower on UTF-8 follows the
+  same Unicode mappings: ß and final ς stay; no NFKC, so ½ and … stay one
+  character), then NFD and drop combining marks (Mn)."""
   tf, tf_text = _tf()
+  if clean:
+    strings = tf.strings.regex_replace(strings, _WHITESPACE, " ")
+    strings = tf.strings.regex_replace(strings, _DROPPED, "")
   if do_lower_case:
-    strings = tf_text.case_fold_utf8(strings)
+    strings = (tf_text.case_fold_utf8(strings) if case_fold else
+               tf.strings.lower(strings, encoding="utf-8"))
   if strip_accents:
     strings = tf_text.normalize_utf8(strings, "NFD")
     strings = tf.strings.regex_replace(strings, r"\p{Mn}", "")
@@ -180,15 +199,24 @@ def _normalize(strings, do_lower_case, strip_accents):
 
 
 class WordPieceTokenizer(Tokenizer):
-  """BERT WordPiece: FastBertTokenizer when its one normalization switch
-  matches (lower+strip or neither), else BertTokenizer after explicit
-  normalization."""
+  """BERT WordPiece with the original release's normalization by default
+  (_normalize, then FastBertTokenizer with its own normalizer off).
+  normalization="nfkc_casefold" is FastBertTokenizer's built-in one
+  (NFKC case folding: ½ -> 1⁄2, ß -> ss, ς -> σ), which this class used
+  before issue 37; it needs do_lower_case == strip_accents."""
 
   kind = WORDPIECE
 
-  def __init__(self, vocab, do_lower_case=True, strip_accents=None):
+  def __init__(self, vocab, do_lower_case=True, strip_accents=None,
+               normalization="original"):
     if strip_accents is None:
       strip_accents = do_lower_case
+    if normalization not in NORMALIZATIONS:
+      raise UserError(f"unknown WordPiece normalization {normalization!r}; "
+                      f"one of {', '.join(NORMALIZATIONS)}")
+    if normalization == "nfkc_casefold" and do_lower_case != strip_accents:
+      raise UserError("normalization nfkc_casefold lower-cases and strips "
+                      "accents together")
     index = {}
     for i, token in enumerate(vocab):
       index.setdefault(token, i)
@@ -200,27 +228,32 @@ class WordPieceTokenizer(Tokenizer):
     super().__init__(len(vocab), special_ids, do_lower_case, strip_accents,
                      {v: index[v] for v in _SPECIAL_NAMES.values()})
     self.vocab = list(vocab)
+    self.normalization = normalization
     tf, tf_text = _tf()
-    self._fast = do_lower_case == strip_accents
-    if self._fast:
-      self._tok = tf_text.FastBertTokenizer(
-          vocab=self.vocab, token_out_type=tf.int32, unknown_token="[UNK]",
-          lower_case_nfd_strip_accents=do_lower_case)
-    else:
-      table = tf.lookup.StaticVocabularyTable(
-          tf.lookup.KeyValueTensorInitializer(
-              self.vocab, tf.range(len(self.vocab), dtype=tf.int64)),
-          num_oov_buckets=1)
-      self._tok = tf_text.BertTokenizer(
-          table, token_out_type=tf.int32, unknown_token="[UNK]",
-          lower_case=False)
+    # The original sends a word of more than 200 characters to [UNK]; this
+    # counts bytes, the same for ASCII (what accent stripping leaves of
+    # most Latin text).
+    self._tok = tf_text.FastBertTokenizer(
+        vocab=self.vocab, token_out_type=tf.int32, unknown_token="[UNK]",
+        max_bytes_per_word=200,
+        lower_case_nfd_strip_accents=(normalization == "nfkc_casefold" and
+                                      do_lower_case))
 
   def _tokenize(self, strings):
-    if self._fast:
-      return self._tok.tokenize(strings)
-    strings = _normalize(strings, self.do_lower_case, self.strip_accents)
-    # BertTokenizer gives [batch, (words), (pieces)]; flatten the words.
-    return self._tok.tokenize(strings).merge_dims(-2, -1)
+    if self.normalization == "original":
+      strings = self._normalize_original(strings)
+    return self._tok.tokenize(strings)
+
+  def _normalize_original(self, strings):
+    """_normalize, paid only by lines with a character outside printable
+    ASCII; the others need at most ASCII lower-casing."""
+    tf, _ = _tf()
+    plain = tf.cast(tf.strings.regex_full_match(strings, "[ -~]*"), tf.int32)
+    parts = tf.dynamic_partition(strings, plain, 2)
+    where = tf.dynamic_partition(tf.range(tf.size(strings)), plain, 2)
+    other = _normalize(parts[0], self.do_lower_case, self.strip_accents)
+    ascii_ = tf.strings.lower(parts[1]) if self.do_lower_case else parts[1]
+    return tf.dynamic_stitch(where, [other, ascii_])
 
 
 class SentencePieceTokenizer(Tokenizer):
@@ -266,7 +299,10 @@ class SentencePieceTokenizer(Tokenizer):
 
   def _tokenize(self, strings):
     if self.do_lower_case or self.strip_accents:
-      strings = _normalize(strings, self.do_lower_case, self.strip_accents)
+      # SentencePiece models normalize on their own; this keeps the case
+      # folding they were used with here.
+      strings = _normalize(strings, self.do_lower_case, self.strip_accents,
+                           case_fold=True, clean=False)
     return self._tok.tokenize(strings)
 
 
@@ -284,17 +320,22 @@ def parse_wordpiece_vocab(data):
   return tokens
 
 
-def tokenizer_from_source(source, do_lower_case=True, strip_accents=None):
+def tokenizer_from_source(source, do_lower_case=True, strip_accents=None,
+                          normalization="original"):
+  """normalization: WordPiece text normalization ("original", the
+  release's; "nfkc_casefold", FastBertTokenizer's); SentencePiece ignores
+  it."""
   if source.kind == SENTENCEPIECE:
     return SentencePieceTokenizer(source.data, do_lower_case, strip_accents)
   return WordPieceTokenizer(parse_wordpiece_vocab(source.data), do_lower_case,
-                            strip_accents)
+                            strip_accents, normalization)
 
 
-def load_tokenizer(vocab_file, do_lower_case=True, strip_accents=None):
+def load_tokenizer(vocab_file, do_lower_case=True, strip_accents=None,
+                   normalization="original"):
   """Builds the right tokenizer for a vocab.txt or SentencePiece .model."""
   return tokenizer_from_source(read_vocab_source(vocab_file), do_lower_case,
-                               strip_accents)
+                               strip_accents, normalization)
 
 
 def build_wordpiece_vocab(lines, size, lower_case=True, batch_size=1024):

@@ -5,8 +5,9 @@ Data: RAW_DATA_DIR/<task>/{train,dev,test}.json in the official layout.
 Features (one row per sliding window over a context):
   input_ids, input_mask, segment_ids [N, T]: [CLS] question [SEP] context
       [SEP], segment 1 from the first context token to the last [SEP];
-  answer_mask [N, T]: 1 at [CLS] and at the row's context tokens (where a
-      span may start or end; [CLS] is the "no answer in this row" target);
+  answer_mask [N, T]: 1 at [CLS], the row's context tokens and its final
+      [SEP] (where the head lets a span start or end, as the original
+      release; [CLS] is the "no answer in this row" target);
   start_positions, end_positions [N]: the answer's sub-tokens in the row,
       0/0 ([CLS]) for an unanswerable question or an answer outside it;
   is_impossible [N] float, example_index [N];
@@ -225,8 +226,10 @@ class Rows:
     row["input_ids"][end] = self.special["sep"]
     row["input_mask"][:end + 1] = 1
     row["segment_ids"][off:end + 1] = 1
+    # [CLS] and segment 1 (the context and its [SEP]), as the original's
+    # input_mask * segment_ids + one_hot(0); the scorer never picks [SEP].
     row["answer_mask"][0] = 1
-    row["answer_mask"][off:end] = 1
+    row["answer_mask"][off:end + 1] = 1
     row["_token_to_orig_map"][:] = -1
     row["_token_to_orig_map"][off:end] = doc.to_word[start:start + length]
     row["_token_is_max_context"][off:end] = is_max[start:start + length]

@@ -317,6 +317,9 @@ class TaggingTask(Task):
     tokens = [special["cls"]] + tokens + [special["sep"]]
     features["input_ids"][row, :len(tokens)] = tokens
     features["input_mask"][row, :len(tokens)] = 1
+    # Segment 1 at every real token, [CLS] and [SEP] too, as the original
+    # release's tagging featurize (its embeddings learned it so).
+    features["segment_ids"][row, :len(tokens)] = 1
     positions = np.asarray(starts, np.int64) + 1  # after [CLS]
     features["label_ids"][row, positions] = label_ids[:len(starts)]
     features["label_weights"][row, positions] = 1.0

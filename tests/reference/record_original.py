@@ -1,0 +1,615 @@
+"""Records reference outputs of the original ELECTRA release (TF1 code).
+
+Run once, by hand, outside CI (CI cannot fetch the original):
+
+  python tests/reference/record_original.py /path/to/extracted/electra \
+      [--items 1,2,3,4,5,6] [--shared /work/shared/data]
+
+under a Python whose TensorFlow has `tensorflow.compat.v1`, plus tf-slim
+(for `tensorflow.contrib.layers`) and tf-keras (for `tf.compat.v1.layers`).
+It imports the original's own modules from the given path; the only shims
+are module aliases so that its imports resolve on TF 2.x (see _shim). No
+math of the original is restated here: each fixture is what its functions
+returned. Files are written beside this script; README.md there describes
+them.
+"""
+
+import argparse
+import collections
+import json
+import os
+import random
+import sys
+import tempfile
+import types
+import unicodedata
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SEQ_LEN = 128
+MASK_PROB = 0.15
+
+
+def _shim(original):
+  """Lets the original's imports resolve on TF 2.x: tf.contrib is gone
+  (its layers.layer_norm lives on in tf-slim, same code),
+  tf.compat.v1.layers needs Keras 2 (tf-keras), and tf.estimator is gone."""
+  os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  import tf_slim  # pylint: disable=g-import-not-at-top
+  contrib = types.ModuleType("tensorflow.contrib")
+  contrib.layers = tf_slim.layers
+  sys.modules["tensorflow.contrib"] = contrib
+  sys.modules["tensorflow.contrib.layers"] = tf_slim.layers
+  sys.path.insert(0, original)
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  tf.disable_eager_execution()
+  if not hasattr(tf, "estimator"):  # gone in TF 2.16; util/training_utils
+    # subclasses its SessionRunHook at import (never used here)
+    tf.estimator = types.SimpleNamespace(
+        SessionRunHook=tf.train.SessionRunHook)
+  return tf
+
+
+def _dump_json(name, obj):
+  """One top-level key per line, and one line per element of a list of
+  records: compact, yet a diff shows which record changed."""
+  def dumps(value):
+    return json.dumps(value, ensure_ascii=False, sort_keys=True,
+                      separators=(",", ":"))
+  lines = []
+  for key in sorted(obj):
+    value = obj[key]
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+      body = ",\n  ".join(dumps(v) for v in value)
+      lines.append(f"{dumps(key)}:[\n  {body}]")
+    else:
+      lines.append(f"{dumps(key)}:{dumps(value)}")
+  path = os.path.join(HERE, name)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("{\n" + ",\n".join(lines) + "\n}\n")
+  json.loads(open(path, encoding="utf-8").read())  # still valid JSON
+  print("wrote", path, os.path.getsize(path), "bytes")
+
+
+def _dump_npz(name, **arrays):
+  path = os.path.join(HERE, name)
+  np.savez_compressed(path, **arrays)
+  print("wrote", path, os.path.getsize(path), "bytes")
+
+
+def _se(x):
+  x = np.asarray(x, np.float64)
+  return float(x.std(ddof=1) / np.sqrt(len(x)))
+
+
+# ------------------------------------------------------------ item 1
+def _pretraining_rows(shared, tokenization, build_pretraining_dataset):
+  """64 rows made by the original's ExampleBuilder from real wiki text,
+  plus short rows, all [CLS] ... [SEP] (... [SEP]) and zero padding."""
+  vocab_file = os.path.join(shared, "vocab", "bert-base-uncased-vocab.txt")
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+  random.seed(0)
+  builder = build_pretraining_dataset.ExampleBuilder(tokenizer, SEQ_LEN)
+  path = os.path.join(shared, "pretrain_corpus", "enwiki_2015_wikiextractor",
+                      "AA", "wiki_00")
+  rows = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      if line.startswith(("<doc", "</doc")):
+        line = ""  # documents end at blank lines, as the original expects
+      example = builder.add_line(line)
+      if example is not None:
+        feats = example.features.feature
+        rows.append([list(feats[k].int64_list.value) for k in
+                     ("input_ids", "input_mask", "segment_ids")])
+        if len(rows) == 56:
+          break
+  # Short rows: [CLS] k pieces [SEP], k from 1 to 90.
+  vocab = tokenizer.vocab
+  text = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(
+      "Anarchism is a political philosophy that advocates stateless "
+      "societies often defined as self-governed voluntary institutions, but "
+      "that several authors have defined as more specific institutions "
+      "based on non-hierarchical free associations. Anarchism holds the "
+      "state to be undesirable, unnecessary, or harmful. While anti-statism "
+      "is central, anarchism entails opposing authority or hierarchical "
+      "organisation in the conduct of human relations."))
+  for k in (1, 2, 3, 6, 10, 25, 50, 90):
+    ids = [vocab["[CLS]"]] + text[:k] + [vocab["[SEP]"]]
+    n = len(ids)
+    rows.append([ids + [0] * (SEQ_LEN - n), [1] * n + [0] * (SEQ_LEN - n),
+                 [0] * SEQ_LEN])
+  arr = np.asarray(rows, np.int32)  # [64, 3, L]
+  return arr[:, 0], arr[:, 1], arr[:, 2], vocab_file, vocab
+
+
+def record_masking(tf, shared, draws):
+  import build_pretraining_dataset  # pylint: disable=g-import-not-at-top
+  import configure_pretraining  # pylint: disable=g-import-not-at-top
+  from model import tokenization  # pylint: disable=g-import-not-at-top
+  from pretrain import pretrain_data  # pylint: disable=g-import-not-at-top
+  from pretrain import pretrain_helpers  # pylint: disable=g-import-not-at-top
+  ids, mask, segs, vocab_file, vocab = _pretraining_rows(
+      shared, tokenization, build_pretraining_dataset)
+  config = configure_pretraining.PretrainingConfig(
+      "fixture", tempfile.mkdtemp(), vocab_file=vocab_file,
+      max_seq_length=SEQ_LEN, mask_prob=MASK_PROB)
+  n_slots = config.max_predictions_per_seq
+
+  def run_mask(ids, mask, segs, n_draws, seed):
+    graph = tf.Graph()
+    with graph.as_default():
+      tf.set_random_seed(seed)
+      inputs = pretrain_data.Inputs(
+          input_ids=tf.constant(ids), input_mask=tf.constant(mask),
+          segment_ids=tf.constant(segs), masked_lm_positions=None,
+          masked_lm_ids=None, masked_lm_weights=None)
+      out = pretrain_helpers.mask(config, inputs, config.mask_prob)
+      fetch = [out.input_ids, out.masked_lm_positions, out.masked_lm_ids,
+               out.masked_lm_weights]
+      with tf.Session(graph=graph) as sess:
+        return [sess.run(fetch) for _ in range(n_draws)]
+
+  mask_id = vocab["[MASK]"]
+  cand = ((ids != vocab["[CLS]"]) & (ids != vocab["[SEP]"]) &
+          (ids != mask_id) & (mask == 1))
+  num_real = mask.sum(1)
+  full = num_real == SEQ_LEN
+  results = run_mask(ids, mask, segs, draws, seed=1)
+  per_draw = collections.defaultdict(list)
+  row_distinct = np.zeros((draws, len(ids)))
+  num_to_predict = None
+  for d, (out_ids, pos, lm_ids, weights) in enumerate(results):
+    k = weights.sum(1).astype(int)
+    if num_to_predict is None:
+      num_to_predict = k
+    assert (k == num_to_predict).all()  # the count is not random
+    distinct = np.zeros(len(ids))
+    repeats = slots_masked = distinct_masked = 0
+    for r in range(len(ids)):
+      chosen = pos[r, :k[r]]
+      assert cand[r, chosen].all()
+      assert (lm_ids[r, :k[r]] == ids[r, chosen]).all()
+      uniq = set(chosen.tolist())
+      distinct[r] = len(uniq)
+      repeats += k[r] - len(uniq)
+      slots_masked += int((out_ids[r, chosen] == mask_id).sum())
+      distinct_masked += sum(out_ids[r, p] == mask_id for p in uniq)
+      # Everything not chosen is left alone.
+      others = np.setdiff1d(np.arange(SEQ_LEN), chosen)
+      assert (out_ids[r, others] == ids[r, others]).all()
+    row_distinct[d] = distinct
+    per_draw["distinct_fraction_of_real_tokens"].append(
+        distinct.sum() / num_real.sum())
+    per_draw["mean_row_distinct_fraction_of_real_tokens"].append(
+        float((distinct / num_real).mean()))
+    per_draw["distinct_per_full_row"].append(float(distinct[full].mean()))
+    per_draw["repeated_slot_fraction"].append(repeats / k.sum())
+    per_draw["slots_at_mask_fraction"].append(slots_masked / k.sum())
+    per_draw["distinct_positions_at_mask_fraction"].append(
+        distinct_masked / distinct.sum())
+  stats = {name: {"mean": float(np.mean(v)), "se": _se(v)}
+           for name, v in per_draw.items()}
+
+  # A row with no maskable token ([CLS] [SEP]): its sampling distribution
+  # is 0/0. The positions alone can be fetched; the whole op (which
+  # gathers at them) is tried too.
+  empty = np.zeros((1, SEQ_LEN), np.int32)
+  empty[0, :2] = [vocab["[CLS]"], vocab["[SEP]"]]
+  graph = tf.Graph()
+  with graph.as_default():
+    inputs = pretrain_data.Inputs(
+        input_ids=tf.constant(empty),
+        input_mask=tf.constant((empty != 0).astype(np.int32)),
+        segment_ids=tf.constant(0 * empty), masked_lm_positions=None,
+        masked_lm_ids=None, masked_lm_weights=None)
+    out = pretrain_helpers.mask(config, inputs, config.mask_prob)
+    with tf.Session(graph=graph) as sess:
+      no_candidates = {"positions": sess.run(
+          out.masked_lm_positions)[0].tolist()}
+      try:
+        sess.run(out.input_ids)
+        no_candidates["full_op"] = "ran"
+      except tf.errors.OpError as e:
+        no_candidates["full_op"] = f"{type(e).__name__}: " + next(
+            (l for l in str(e).splitlines() if "indices" in l),
+            str(e).splitlines()[0])[:200]
+  first = results[0]
+  _dump_npz("masking_rows.npz", input_ids=ids, input_mask=mask,
+            segment_ids=segs, num_to_predict=num_to_predict.astype(np.int32),
+            num_candidates=cand.sum(1).astype(np.int32),
+            row_mean_distinct=row_distinct.mean(0),
+            row_se_distinct=row_distinct.std(0, ddof=1) / np.sqrt(draws),
+            draw0_input_ids=first[0], draw0_positions=first[1],
+            draw0_masked_lm_ids=first[2], draw0_weights=first[3])
+  _dump_json("masking.json", {
+      "config": {"max_seq_length": SEQ_LEN, "mask_prob": MASK_PROB,
+                 "max_predictions_per_seq": n_slots, "draws": draws,
+                 "rows": int(len(ids)), "full_rows": int(full.sum()),
+                 "vocab": "bert-base-uncased-vocab.txt"},
+      "stats": stats, "no_candidates_row": no_candidates})
+  record_scatter_update(tf, pretrain_helpers)
+
+
+def record_scatter_update(tf, pretrain_helpers):
+  """The original's scatter_update on repeated positions: int ids are
+  floordiv-averaged, floats averaged, position 0 ignored."""
+  seq = np.arange(100, 116, dtype=np.int32).reshape(2, 8)
+  positions = np.array([[3, 3, 5, 0], [2, 6, 6, 6]], np.int32)
+  int_updates = np.array([[7, 10, 20, 99], [1, 2, 3, 5]], np.int32)
+  float_seq = seq.astype(np.float32)
+  float_updates = int_updates.astype(np.float32)
+  graph = tf.Graph()
+  with graph.as_default():
+    out_i, mask_i = pretrain_helpers.scatter_update(
+        tf.constant(seq), tf.constant(int_updates), tf.constant(positions))
+    out_f, mask_f = pretrain_helpers.scatter_update(
+        tf.constant(float_seq), tf.constant(float_updates),
+        tf.constant(positions))
+    with tf.Session(graph=graph) as sess:
+      oi, mi, of, mf = sess.run([out_i, mask_i, out_f, mask_f])
+  _dump_json("scatter_update.json", {
+      "sequence": seq.tolist(), "positions": positions.tolist(),
+      "updates": int_updates.tolist(),
+      "int32": {"output": oi.tolist(), "updated_mask": mi.tolist()},
+      "float32": {"output": of.tolist(), "updated_mask": mf.tolist()}})
+
+
+# ------------------------------------------------------------ finetuning
+def _finetune_config(shared, task, **kwargs):
+  """The original's FinetuningConfig for one task, its data dir laid out
+  as it expects (finetuning_data/<task>/, vocab.txt) with symlinks."""
+  import configure_finetuning  # pylint: disable=g-import-not-at-top
+  data_dir = tempfile.mkdtemp()
+  os.symlink(os.path.join(shared, "vocab", "bert-base-uncased-vocab.txt"),
+             os.path.join(data_dir, "vocab.txt"))
+  raw = os.path.join(data_dir, "finetuning_data", task)
+  os.makedirs(raw)
+  sources = {"sts": ("glue/STS-B", {"dev.tsv": "dev.tsv"}),
+             "chunk": ("chunk", {"train.txt": "train.txt",
+                                 "test.txt": "test.txt"}),
+             "squadv1": ("squad", {"dev.json": "dev-v1.1.json"})}
+  folder, files = sources[task]
+  for ours, theirs in files.items():
+    os.symlink(os.path.join(shared, folder, theirs), os.path.join(raw, ours))
+  config = configure_finetuning.FinetuningConfig(
+      "fixture", data_dir, task_names=[task], **kwargs)
+  os.makedirs(config.preprocessed_data_dir, exist_ok=True)
+  return config
+
+
+def record_stsb(tf, shared):
+  del tf
+  from finetune import task_builder  # pylint: disable=g-import-not-at-top
+  config = _finetune_config(shared, "sts")
+  task, = task_builder.get_tasks(config)
+  examples = task.get_examples("dev")[:50]
+  rows = []
+  for ex in examples:
+    feats = task.featurize(ex, is_training=True)
+    rows.append({"raw_label": ex.label, "target": feats["sts_targets"]})
+  _dump_json("stsb_labels.json", {
+      "source": "glue/STS-B/dev.tsv, first 50 examples, file order",
+      "examples": rows})
+
+
+def record_default_lengths(tf, shared):
+  del tf, shared
+  import configure_finetuning  # pylint: disable=g-import-not-at-top
+  out = {}
+  for task in ("cola", "mrpc", "mnli", "sst", "rte", "qnli", "qqp", "sts",
+               "squad", "squadv1", "newsqa", "naturalqs", "triviaqa",
+               "searchqa", "chunk"):
+    c = configure_finetuning.FinetuningConfig("fixture", tempfile.mkdtemp(),
+                                              task_names=[task])
+    out[task] = {"max_seq_length": c.max_seq_length,
+                 "num_train_epochs": c.num_train_epochs}
+  multi = configure_finetuning.FinetuningConfig(
+      "fixture", tempfile.mkdtemp(), task_names=["chunk", "squad"])
+  _dump_json("task_defaults.json", {
+      "single_task": out,
+      "multi_task_chunk_squad": {"max_seq_length": multi.max_seq_length}})
+
+
+def record_chunking(tf, shared):
+  del tf
+  from finetune import task_builder  # pylint: disable=g-import-not-at-top
+  config = _finetune_config(shared, "chunk")
+  task, = task_builder.get_tasks(config)
+  examples = task.get_examples("test")[:20]
+  rows = []
+  for ex in examples:
+    feats = task.featurize(ex, is_training=False)
+    n = int(sum(feats["input_mask"]))
+    rows.append({
+        "words": list(ex.words),
+        "input_ids": feats["input_ids"][:n],
+        "segment_ids": feats["segment_ids"][:n],
+        "input_mask_length": n,
+        "labeled_positions": [p for p, m in zip(feats["chunk_labeled_positions"],
+                                                feats["chunk_labels_mask"])
+                              if m],
+        "labels": feats["chunk_labels"][:int(sum(feats["chunk_labels_mask"]))],
+    })
+  label_mapping = task._get_label_mapping()  # pylint: disable=protected-access
+  _dump_json("chunk_features.json", {
+      "max_seq_length": config.max_seq_length,
+      "label_mapping": label_mapping,
+      "source": "chunk/test.txt, first 20 sentences",
+      "examples": rows})
+
+
+def record_squad_answer_mask(tf, shared):
+  from finetune import task_builder  # pylint: disable=g-import-not-at-top
+  out = []
+  for max_len in (512, 128):
+    config = _finetune_config(shared, "squadv1", max_seq_length=max_len)
+    task, = task_builder.get_tasks(config)
+    examples = [task.get_examples("dev")[i] for i in (0, 100, 1000, 5000)]
+    feats = []
+    for ex in examples:
+      feats += task.featurize(ex, is_training=False)
+    allowed = _answer_positions(tf, task, config, feats)
+    for f, ok in zip(feats, allowed):
+      n = int(sum(f["input_mask"]))
+      out.append({
+          "max_seq_length": max_len,
+          "question": next(e.question_text for e in examples
+                           if e.eid == f["squadv1_eid"] // 1000),
+          "input_ids": f["input_ids"][:n],
+          "segment_ids": f["segment_ids"][:n],
+          "input_mask_length": n,
+          "allowed_answer_positions": ok})
+  _dump_json("squad_answer_mask.json", {
+      "source": "squad/dev-v1.1.json, questions 0, 100, 1000, 5000; max_query_length "
+                "64, doc_stride 128",
+      "features": out})
+
+
+def _answer_positions(tf, task, config, feats):
+  """Positions the original's QA head lets an answer start at: its
+  get_prediction_module on zero hidden states (so every logit is 0 before
+  the answer mask's -1000 is added)."""
+  seq = config.max_seq_length
+  graph = tf.Graph()
+  with graph.as_default():
+    b = len(feats)
+    features = {
+        "input_mask": tf.constant([f["input_mask"] for f in feats]),
+        "segment_ids": tf.constant([f["segment_ids"] for f in feats]),
+        "squadv1_start_positions": tf.zeros([b], tf.int32),
+        "squadv1_end_positions": tf.zeros([b], tf.int32),
+        "squadv1_is_impossible": tf.zeros([b], tf.bool),
+        "squadv1_eid": tf.zeros([b], tf.int32)}
+    hidden = tf.zeros([b, seq, 8])
+    bert = types.SimpleNamespace(get_sequence_output=lambda: hidden)
+    _, outputs = task.get_prediction_module(bert, features, True, 0.0)
+    with tf.Session(graph=graph) as sess:
+      sess.run(tf.global_variables_initializer())
+      start_logits = sess.run(outputs["start_logits"])
+  return [np.flatnonzero(row > -500).tolist() for row in start_logits]
+
+
+# ------------------------------------------------------------ item 3
+def _sentences(shared):
+  """(source, text) of every sentence: RTE/SST-2 dev+train text columns,
+  SQuAD 1.1 dev contexts."""
+  import csv  # pylint: disable=g-import-not-at-top
+  out = []
+  for task, cols in (("RTE", ("sentence1", "sentence2")),
+                     ("SST-2", ("sentence",))):
+    for split in ("dev", "train"):
+      path = os.path.join(shared, "glue", task, split + ".tsv")
+      with open(path, encoding="utf-8") as f:
+        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        for row in reader:
+          for c in cols:
+            out.append((f"{task}/{split}/{c}", row[c]))
+  with open(os.path.join(shared, "squad", "dev-v1.1.json"),
+            encoding="utf-8") as f:
+    data = json.load(f)["data"]
+  for article in data:
+    for p in article["paragraphs"]:
+      out.append(("squad1.1/dev/context", p["context"]))
+  return out
+
+
+def _unusual_char(c):
+  return ord(c) > 127 or (unicodedata.category(c).startswith("C") and
+                          c not in "\t\n\r")
+
+
+def _snippets(text):
+  """The space-separated words of `text` holding an unusual character, each
+  with one word either side (overlaps merged). The original tokenizes each
+  space-separated word on its own, so a snippet gets the same pieces as in
+  the full text; only ASCII space is cut at, since the original drops some
+  characters Python's split() would cut at (e.g. \x0c)."""
+  words = text.split(" ")
+  hits = [i for i, w in enumerate(words) if any(map(_unusual_char, w))]
+  spans = []
+  for i in hits:
+    lo, hi = max(0, i - 1), min(len(words), i + 2)
+    if spans and lo <= spans[-1][1]:
+      spans[-1][1] = hi
+    else:
+      spans.append([lo, hi])
+  return [" ".join(words[lo:hi]) for lo, hi in spans]
+
+
+def record_tokenization(tf, shared):
+  del tf
+  from model import tokenization  # pylint: disable=g-import-not-at-top
+  vocab_file = os.path.join(shared, "vocab", "bert-base-uncased-vocab.txt")
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+  sentences = _sentences(shared)
+  seen_text, seen, plain = set(), {}, []
+  n_unusual = 0
+  for source, text in sentences:
+    if text in seen_text:
+      continue
+    seen_text.add(text)
+    snippets = _snippets(text)
+    n_unusual += bool(snippets)
+    for snippet in snippets:
+      seen.setdefault(snippet, source)
+    if not snippets and not source.startswith("squad"):
+      plain.append((source, text))
+  plain = random.Random(0).sample(plain, 50)
+  rows = [{"source": s, "text": t, "unusual": True,
+           "pieces": tokenizer.tokenize(t)} for t, s in seen.items()]
+  rows += [{"source": s, "text": t, "unusual": False,
+            "pieces": tokenizer.tokenize(t)} for s, t in plain]
+  # Lines for the cases the issue names and other corners (whitespace and
+  # control characters, compatibility forms, long words), in case the data
+  # lacks one.
+  for text in ("2\u00bd km\u00b2 \u2026 Stra\u00dfe \u039f\u0394\u039f\u03a3 "
+               "\u03bf\u03b4\u03bf\u03c2 \u03a3\u039f\u03a3", "don\u00e2\x80\x99t",
+               "caf\u00e9 na\u00efve \u00c5ngstr\u00f6m \u0130stanbul",
+               "a\u2028b\u2029c\u00a0d\u3000e\x0bf\x1cg\x85h\ufeffi\u200bj\x00k"
+               "\ufffdl\tm\nn",
+               "\ufb01ne \u2460 \uff21\uff22 \u2163 x\u0301y \u1e9e \u00b5 \u212b",
+               "\u4e2d\u6587 \u00bfqu\u00e9? \u00ab\u00bb \u201chi\u201d",
+               "x" * 150 + " " + "y" * 201 + " " + "\u00e9" * 120):
+    rows.append({"source": "synthetic", "text": text, "unusual": True,
+                 "pieces": tokenizer.tokenize(text)})
+  _dump_json("tokenization.json", {
+      "vocab": "bert-base-uncased-vocab.txt", "do_lower_case": True,
+      "sentences_scanned": len(sentences), "distinct_scanned": len(seen_text),
+      "distinct_with_unusual_chars": n_unusual, "rows": rows})
+
+
+# ------------------------------------------------------------ item 5
+def record_learning_rate(tf, shared):
+  del shared
+  from model import optimization  # pylint: disable=g-import-not-at-top
+  out = {}
+  for power in (1.0, 0.5):
+    graph = tf.Graph()
+    with graph.as_default():
+      captured = {}
+      base = optimization.AdamWeightDecayOptimizer.__init__
+
+      def capture(self, learning_rate, *args, **kwargs):
+        captured["lr"] = learning_rate  # the schedule create_optimizer built
+        base(self, learning_rate, *args, **kwargs)
+      optimization.AdamWeightDecayOptimizer.__init__ = capture
+      try:
+        w = tf.get_variable("w", initializer=tf.constant(1.0))
+        optimization.create_optimizer(
+            tf.square(w), learning_rate=1e-3, num_train_steps=1000,
+            warmup_steps=100, lr_decay_power=power)
+      finally:
+        optimization.AdamWeightDecayOptimizer.__init__ = base
+      step = tf.train.get_or_create_global_step()
+      value = tf.placeholder(tf.int64, [])
+      assign = step.assign(value)
+      with tf.Session(graph=graph) as sess:
+        sess.run(tf.global_variables_initializer())
+        lrs = []
+        for s in range(1001):
+          sess.run(assign, {value: s})
+          lrs.append(float(sess.run(captured["lr"])))
+    out[str(power)] = lrs
+  _dump_json("learning_rate.json", {
+      "learning_rate": 1e-3, "warmup_steps": 100, "num_train_steps": 1000,
+      "steps": "0..1000", "lr_by_power": out})
+
+
+# ------------------------------------------------------------ item 6
+TINY = dict(vocab_size=40, hidden_size=64, num_hidden_layers=1,
+            num_attention_heads=1, intermediate_size=128,
+            max_position_embeddings=32, type_vocab_size=2,
+            hidden_act="gelu", hidden_dropout_prob=0.1,
+            attention_probs_dropout_prob=0.1, initializer_range=0.02)
+TINY_EMBEDDING = 32
+
+
+def record_gelu_and_logits(tf, shared):
+  del shared
+  from model import modeling  # pylint: disable=g-import-not-at-top
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  grid = np.concatenate([np.linspace(-8, 8, 321), [-30.0, -12.0, 12.0, 30.0]]
+                        ).astype(np.float32)
+  rng = np.random.default_rng(37)
+  ids = rng.integers(5, TINY["vocab_size"], size=(2, 16)).astype(np.int32)
+  mask = np.ones_like(ids)
+  mask[1, 11:] = 0
+  ids[1, 11:] = 0
+  segs = np.zeros_like(ids)
+  segs[:, 9:] = 1
+  segs[1, 11:] = 0
+  graph = tf.Graph()
+  with graph.as_default():
+    gelu = modeling.gelu(tf.constant(grid))
+    bert_config = modeling.BertConfig.from_dict(TINY)
+    model = modeling.BertModel(
+        bert_config=bert_config, is_training=False,
+        input_ids=tf.constant(ids), input_mask=tf.constant(mask),
+        token_type_ids=tf.constant(segs), use_one_hot_embeddings=False,
+        scope="electra", embedding_size=TINY_EMBEDDING)
+    fake_self = types.SimpleNamespace(
+        _bert_config=bert_config,
+        _config=types.SimpleNamespace(electric_objective=False))
+    inputs = types.SimpleNamespace(input_mask=tf.constant(mask))
+    disc = run_pretraining.PretrainingModel._get_discriminator_output(  # pylint: disable=protected-access
+        fake_self, inputs, model, tf.zeros_like(ids))
+    logits_t = disc.probs.op.inputs[0]  # probs = sigmoid(logits)
+    variables = tf.global_variables()
+    with tf.Session(graph=graph) as sess:
+      sess.run(tf.global_variables_initializer())
+      # Weights of order 0.1-1 stored as float16 (small fixture); the model
+      # runs on exactly those values, cast to float32.
+      values = {}
+      for v in variables:
+        shape = v.shape.as_list()
+        if v.op.name.endswith("gamma"):
+          val = 1.0 + 0.2 * rng.standard_normal(shape)
+        elif v.op.name.endswith("kernel"):
+          val = rng.standard_normal(shape) / np.sqrt(shape[0])
+        elif "embeddings" in v.op.name and not v.op.name.endswith("beta"):
+          val = 0.5 * rng.standard_normal(shape)
+        else:
+          val = 0.2 * rng.standard_normal(shape)
+        values[v.op.name] = val.astype(np.float16)
+        v.load(values[v.op.name].astype(np.float32), sess)
+      gelu_out, logits = sess.run([gelu, logits_t])
+  _dump_json("gelu.json", {"x": grid.tolist(),
+                           "gelu": gelu_out.astype(np.float64).tolist()})
+  _dump_npz("tiny_discriminator.npz", input_ids=ids, input_mask=mask,
+            segment_ids=segs, logits=logits,
+            config=np.array(json.dumps(dict(TINY,
+                                            embedding_size=TINY_EMBEDDING))),
+            **{"weight:" + k: v for k, v in values.items()})
+
+
+ITEMS = {
+    "1": [record_masking],
+    "2": [record_stsb],
+    "3": [record_tokenization],
+    "4": [record_chunking, record_squad_answer_mask, record_default_lengths],
+    "5": [record_learning_rate],
+    "6": [record_gelu_and_logits],
+}
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("original", help="extracted google-research/electra")
+  parser.add_argument("--items", default="1,2,3,4,5,6")
+  parser.add_argument("--shared", default="/work/shared/data")
+  parser.add_argument("--draws", type=int, default=1000)
+  args = parser.parse_args()
+  tf = _shim(os.path.abspath(args.original))
+  for item in args.items.split(","):
+    for fn in ITEMS[item]:
+      if fn is record_masking:
+        fn(tf, args.shared, args.draws)
+      else:
+        fn(tf, args.shared)
+
+
+if __name__ == "__main__":
+  main()
