@@ -17,7 +17,8 @@ Like the original:
 Deviations (docs/mirroring.md): the "bert" scheme (80% [MASK], 10% random,
 10% keep; ELECTRA section 3.2: "BERT (including our implementation)")
 replaces the "electra" scheme for the MLM objectives that ask for it; a
-row without candidates predicts nothing (the original samples from NaN).
+row without candidates predicts nothing (the original indexes out of
+range).
 """
 
 import dataclasses
