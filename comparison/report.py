@@ -127,10 +127,10 @@ def collect(config, budget, runs, runner, command=""):
     same = config.blimp_same_method
     for key, prefix in (("blimp", "blimp-"),
                         ("blimp_same", f"blimp-{same}-")):
-      scores = [runner.result(prefix + r.name) for r in group]
-      scores = [b["overall"] for b in scores if b]
-      if scores:  # the mean over pretraining seeds
-        entry[key] = 100 * float(np.mean(scores))
+      done = [b for b in (runner.result(prefix + r.name) for r in group) if b]
+      if done:  # the mean over pretraining seeds
+        entry[key] = 100 * float(np.mean([b["overall"] for b in done]))
+        entry[key + "_pairs"] = done[0]["pairs"]  # per model scored
     entry["blimp_method"] = P.own_pll_method(first)
     if same and same == entry["blimp_method"] and "blimp" in entry:
       entry["blimp_same"] = entry["blimp"]  # its own is the same one
