@@ -22,7 +22,7 @@ install: $(VENV)/.installed
 
 # Raw text -> TFRecords -> tiny ELECTRA -> eval, on the embedded sample.
 # The paper's sampling temperature 1.0: in these minutes the generator
-# learns and the discriminator stays at the base rate (README: the
+# learns and the discriminator stays at the base rate (results/README.md: the
 # replaced-token plateau); add --temperature 2.0 to see it learn.
 QS_HPARAMS := --hparams configs/electra_tiny.json
 QS_MODEL := $(QS)/models/electra_tiny

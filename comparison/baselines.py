@@ -12,7 +12,7 @@ import collections
 
 import numpy as np
 
-from finetune import scorer as metrics
+from finetune import metrics
 from finetune.config import FinetuningConfig
 from finetune.tagging import tagging_utils
 from finetune.task_builder import get_tasks

@@ -32,7 +32,6 @@ from training.progress import format_seconds
 from util import storage
 from util.errors import UserError
 
-FINAL = "final"
 POLL_SECONDS = 10  # how often a waiting runner looks for new checkpoints
 # The thread counts a job's TensorFlow (and OpenMP) reads from its env.
 THREAD_VARS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",

@@ -2,7 +2,7 @@
 
 GLUE score: the mean over the GLUE tasks run of each task's GLUE metric
 (MCC for CoLA, Spearman for STS-B, accuracy for the rest;
-finetune/scorer.py), per pair of pretraining and fine-tuning seed; the
+finetune/metrics.py), per pair of pretraining and fine-tuning seed; the
 table gives the median over those pairs, as the papers report medians, and
 their spread (max - min). Token-level tasks (chunk F1, POS accuracy) are
 columns of their own, outside the GLUE mean. Scores are x100.
@@ -16,7 +16,7 @@ import numpy as np
 from comparison import baselines
 from comparison import plan as P
 from comparison.plan import ALIASES
-from finetune.scorer import GLUE_METRICS
+from finetune.metrics import GLUE_METRICS
 from util import storage
 from util.machine import cpu_kind
 

@@ -15,8 +15,11 @@ import fnmatch
 import json
 import os
 
-from comparison import jobs as J
-from comparison import plan as P
+from comparison import plan
+# Names, not the module: `jobs` is a local name below.
+from comparison.jobs import (Job, JobRunner, blimp_result, data_result,
+                             finetune_result, last_json_line,
+                             pretrain_result)
 from comparison import report
 from comparison.config import TAGGING_TASKS
 from pretrain.run_config import RUN_SETTINGS
@@ -30,15 +33,15 @@ PLAN_FILE = "plan.json"
 
 def data_job(config):
   out = os.path.join(config.data_dir, "pretrain_tfrecords")
-  return J.Job(
+  return Job(
       key="data", group="data", units=1,
       argv=["build_pretraining_dataset.py", "--corpus-dir", config.corpus_dir,
             "--vocab-file", config.vocab_file, "--output-dir", out,
             "--max-seq-length", str(config.max_seq_length),
             "--num-processes", str(config.num_processes),
             "--heldout-fraction", str(config.heldout_fraction)],
-      parse=J.data_result, info={"metadata": os.path.join(out,
-                                                          "metadata.json")})
+      parse=data_result, info={"metadata": os.path.join(out,
+                                                        "metadata.json")})
 
 
 def _tagging_dir(config):
@@ -91,7 +94,7 @@ def blimp_jobs(config, run):
   objective is also scored with (key: METHOD-run), unless that is its own."""
   if not config.blimp_dir:
     return []
-  own = P.own_pll_method(run)
+  own = plan.own_pll_method(run)
   jobs = [("", run.name)] if own else []
   same = config.blimp_same_method
   if same and same != own:
@@ -110,17 +113,17 @@ def build_jobs(config, runs):
   pretrain, evals, final_ft, blimp, curve_ft = [], [], [], [], []
   for run in runs:
     after = (f"pretrain-{run.name}",)  # what each of its other jobs reads
-    pretrain.append(J.Job(
+    pretrain.append(Job(
         key=f"pretrain-{run.name}", group="pretrain", units=run.flops,
-        argv=_pretrain_argv(config, run), parse=J.pretrain_result, echo=True,
+        argv=_pretrain_argv(config, run), parse=pretrain_result, echo=True,
         info=dict(_who(run), steps=run.steps), defer=True))
     for step in run.checkpoint_steps:
-      evals.append(J.Job(
+      evals.append(Job(
           key=f"eval-{run.name}-{step}", group="eval", units=1,
           argv=_pretrain_argv(config, run) + [
               "--no-do-train", "--do-eval",
               "--eval-checkpoint", _checkpoint(config, run, step)],
-          parse=J.last_json_line, info=dict(_who(run), step=step),
+          parse=last_json_line, info=dict(_who(run), step=step),
           after=after, ready_file=_saved(config, run, step)))
     for step in [run.checkpoint_steps[k - 1]
                  for k in config.finetune_indices]:
@@ -137,12 +140,12 @@ def build_jobs(config, runs):
                   "--overwrite"]  # its own folder: a retry replaces it
           if config.finetune_hparams:
             argv += ["--hparams", json.dumps(config.finetune_hparams)]
-          job = J.Job(key=f"finetune-{run.name}-{step}-{task}-{seed}",
-                      group=f"finetune-{task}", units=1, argv=argv,
-                      parse=J.finetune_result, after=after,
-                      ready_file=_saved(config, run, step),
-                      info=dict(_who(run), step=step, task=task,
-                                seed=seed, output_dir=out))
+          job = Job(key=f"finetune-{run.name}-{step}-{task}-{seed}",
+                    group=f"finetune-{task}", units=1, argv=argv,
+                    parse=finetune_result, after=after,
+                    ready_file=_saved(config, run, step),
+                    info=dict(_who(run), step=step, task=task,
+                              seed=seed, output_dir=out))
           (final_ft if step == run.steps else curve_ft).append(job)
     for method, key in blimp_jobs(config, run):
       results = os.path.join(config.output_dir, "blimp", key + ".json")
@@ -154,11 +157,11 @@ def build_jobs(config, runs):
         argv += ["--method", method]
       if config.scoring_hparams:
         argv += ["--hparams", json.dumps(config.scoring_hparams)]
-      blimp.append(J.Job(key=f"blimp-{key}", group="blimp", units=1,
-                         argv=argv, parse=J.blimp_result, after=after,
-                         ready_file=_saved(config, run, run.steps),
-                         info=dict(_who(run), results_file=results,
-                                   method=method or P.own_pll_method(run))))
+      blimp.append(Job(key=f"blimp-{key}", group="blimp", units=1,
+                       argv=argv, parse=blimp_result, after=after,
+                       ready_file=_saved(config, run, run.steps),
+                       info=dict(_who(run), results_file=results,
+                                 method=method or plan.own_pll_method(run))))
   # Across objectives within each task, so the table fills evenly.
   final_ft.sort(key=lambda j: (j.info["task"], j.info["seed"]))
   curve_ft.sort(key=lambda j: (j.info["step"], j.info["task"],
@@ -237,7 +240,7 @@ def _plan(config, metadata):
   """The runs, sized from the built data, or (dry run, no data yet) from
   the vocabulary the data will be built with."""
   if not storage.exists(metadata):
-    return P.plan_runs(config, load_tokenizer(config.vocab_file).vocab_size)
+    return plan.plan_runs(config, load_tokenizer(config.vocab_file).vocab_size)
   meta = text_files.read_json(metadata)
   if meta["max_seq_length"] != config.max_seq_length:
     raise UserError(f"the data in {config.data_dir} has max_seq_length "
@@ -246,23 +249,23 @@ def _plan(config, metadata):
   # records it, so fine-tuning and scoring tokenize as pretraining did.
   vocab = os.path.join(os.path.dirname(metadata),
                        meta.get("vocab_file", "vocab.txt"))
-  return P.plan_runs(config, meta["vocab_size"], vocab)
+  return plan.plan_runs(config, meta["vocab_size"], vocab)
 
 
 def run(config, command=""):
   metadata = os.path.join(config.data_dir, "pretrain_tfrecords",
                           "metadata.json")
   if config.dry_run:  # prints the plan; builds and writes nothing
-    print(P.format_plan(*_plan(config, metadata)), flush=True)
+    print(plan.format_plan(*_plan(config, metadata)), flush=True)
     return None
   storage.makedirs(config.output_dir)
-  runner = J.JobRunner(config.output_dir, config.parallel_jobs)
+  runner = JobRunner(config.output_dir, config.parallel_jobs)
   if not storage.exists(metadata):
     # Its record may be kept without the TFRecords (jobs/ travels with the
     # results to a new machine): build them whatever the record says.
     runner.run([data_job(config)], redo=True)
   budget, runs = _plan(config, metadata)
-  print(P.format_plan(budget, runs), flush=True)
+  print(plan.format_plan(budget, runs), flush=True)
   check_plan(config, budget, runs, runner)
   storage.makedirs(os.path.join(config.output_dir, "blimp"))
   prepare_tagging_data(config)

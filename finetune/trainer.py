@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from finetune import bam
-from finetune import scorer as metrics
+from finetune import metrics
 from finetune import task_builder
 from finetune.model import FinetuningModel
 from finetune.model import adopt_heads

@@ -23,7 +23,6 @@ from model.encoder import DisentangledEmbeddings
 from util.errors import UserError
 
 DISCRIMINATOR, GENERATOR = "discriminator", "generator"
-ROLES = (DISCRIMINATOR, GENERATOR)
 
 
 @dataclasses.dataclass

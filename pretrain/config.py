@@ -13,6 +13,7 @@ from model.config import GENERATOR_MULTIPLIER
 from model.config import TransformerConfig
 from model.config import get_model_config
 from pretrain import load_objectives
+from util.config import check_choice
 from util.config import check_numbers
 from util.config import coerce
 from util.config import parse_config
@@ -140,7 +141,6 @@ class PretrainingConfig:
   mixed_precision: str = "auto"  # auto: bfloat16 on TPU/GPU(sm80+), else fp32
   xla: bool = False
   strategy: str = "default"
-  num_tpu_cores: int = 1
   tpu_job_name: str = ""
   tpu_name: str = ""
   tpu_zone: str = ""
@@ -167,9 +167,8 @@ class PretrainingConfig:
       "iterations_per_loop": ">= 1", "log_every_steps": ">= 0",
       "save_checkpoints_steps": ">= 1", "keep_checkpoint_max": ">= 1",
       "save_checkpoints_secs": ">= 0", "num_eval_steps": ">= 1",
-      "shuffle_buffer_size": ">= 1", "num_tpu_cores": ">= 1",
-      "num_gpus": ">= 0", "intra_op_threads": ">= 0",
-      "inter_op_threads": ">= 0"}
+      "shuffle_buffer_size": ">= 1", "num_gpus": ">= 0",
+      "intra_op_threads": ">= 0", "inter_op_threads": ">= 0"}
 
   @property
   def generator_multiplier(self):
@@ -246,9 +245,7 @@ class PretrainingConfig:
                ("weight_sharing", WEIGHT_SHARING),
                ("training_algorithm", TRAINING_ALGORITHMS))
     for name, allowed in choices:
-      if getattr(self, name) not in allowed:
-        raise UserError(f"hparam '{name}' must be one of {', '.join(allowed)}"
-                        f", got '{getattr(self, name)}'")
+      check_choice(f"hparam '{name}'", getattr(self, name), allowed)
     # The model's shape too (model_hparam_overrides' keys and values).
     get_model_config(self.model_size, self.vocab_size or 1,
                      self.model_hparam_overrides)

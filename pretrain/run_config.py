@@ -29,7 +29,7 @@ RUN_SETTINGS = frozenset((
     "num_eval_steps",
     "eval_batch_size", "skip_nonfinite_steps", "skip_corrupt_records",
     "input_sharding", "mixed_precision", "xla", "strategy",
-    "num_tpu_cores", "tpu_job_name", "tpu_name", "tpu_zone", "gcp_project",
+    "tpu_job_name", "tpu_name", "tpu_zone", "gcp_project",
     "num_gpus", "keep_worker_checkpoints", "intra_op_threads",
     "inter_op_threads"))
 

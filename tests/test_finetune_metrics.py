@@ -12,7 +12,7 @@ from sklearn import metrics as sk
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from finetune import scorer  # noqa: E402
+from finetune import metrics  # noqa: E402
 
 SIZES = [1, 2, 7, 100, 1000]
 SEEDS = [0, 1, 2]
@@ -43,9 +43,9 @@ def values(seed, size, ties=False):
 @pytest.mark.parametrize("size", SIZES)
 def test_accuracy_and_f1_match_sklearn(seed, size):
   labels, predictions = classes(seed, size)
-  assert scorer.accuracy(labels, predictions) == pytest.approx(
+  assert metrics.accuracy(labels, predictions) == pytest.approx(
       100 * sk.accuracy_score(labels, predictions))
-  assert scorer.f1(labels, predictions) == pytest.approx(
+  assert metrics.f1(labels, predictions) == pytest.approx(
       100 * quiet(sk.f1_score, labels, predictions, zero_division=0))
 
 
@@ -54,7 +54,7 @@ def test_accuracy_and_f1_match_sklearn(seed, size):
 @pytest.mark.parametrize("size", SIZES)
 def test_mcc_matches_sklearn(seed, size, num_classes):
   labels, predictions = classes(seed, size, num_classes)
-  assert scorer.mcc(labels, predictions) == pytest.approx(
+  assert metrics.mcc(labels, predictions) == pytest.approx(
       100 * quiet(sk.matthews_corrcoef, labels, predictions), abs=1e-9)
 
 
@@ -63,9 +63,9 @@ def test_mcc_matches_sklearn(seed, size, num_classes):
 @pytest.mark.parametrize("ties", [False, True])
 def test_correlations_match_scipy(seed, size, ties):
   labels, predictions = values(seed, size, ties)
-  assert scorer.pearson(labels, predictions) == pytest.approx(
+  assert metrics.pearson(labels, predictions) == pytest.approx(
       100 * stats.pearsonr(labels, predictions)[0], abs=1e-9)
-  assert scorer.spearman(labels, predictions) == pytest.approx(
+  assert metrics.spearman(labels, predictions) == pytest.approx(
       100 * stats.spearmanr(labels, predictions)[0], abs=1e-9)
 
 
@@ -74,31 +74,31 @@ def test_degenerate_cases_follow_sklearn():
   constant = np.ones(5, int)
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # sklearn warns on 0/0
-    assert scorer.mcc(labels, constant) == sk.matthews_corrcoef(
+    assert metrics.mcc(labels, constant) == sk.matthews_corrcoef(
         labels, constant) == 0.0
-    assert scorer.mcc(constant, constant) == 0.0
+    assert metrics.mcc(constant, constant) == 0.0
     zeros = np.zeros(5, int)
-    assert scorer.f1(zeros, zeros) == sk.f1_score(zeros, zeros) == 0.0
-  assert scorer.mcc(labels, labels) == 100.0
-  assert scorer.mcc(labels, 1 - labels) == -100.0
-  assert scorer.f1(labels, constant) == pytest.approx(75.0)  # 2*3/(5+3)
-  assert scorer.accuracy(labels, constant) == pytest.approx(60.0)
+    assert metrics.f1(zeros, zeros) == sk.f1_score(zeros, zeros) == 0.0
+  assert metrics.mcc(labels, labels) == 100.0
+  assert metrics.mcc(labels, 1 - labels) == -100.0
+  assert metrics.f1(labels, constant) == pytest.approx(75.0)  # 2*3/(5+3)
+  assert metrics.accuracy(labels, constant) == pytest.approx(60.0)
   # A constant predictor carries no correlation; scipy says nan.
-  assert scorer.pearson(labels, constant) == 0.0
-  assert scorer.spearman(labels, constant) == 0.0
-  assert scorer.pearson([1.0, 2.0, 3.0], [2.0, 4.0, 6.0]) == pytest.approx(
+  assert metrics.pearson(labels, constant) == 0.0
+  assert metrics.spearman(labels, constant) == 0.0
+  assert metrics.pearson([1.0, 2.0, 3.0], [2.0, 4.0, 6.0]) == pytest.approx(
       100.0)
-  assert scorer.spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-100.0)
+  assert metrics.spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-100.0)
 
 
 def test_metric_inputs_are_checked():
   with pytest.raises(ValueError, match="3 labels but 2 predictions"):
-    scorer.accuracy([0, 1, 1], [0, 1])
+    metrics.accuracy([0, 1, 1], [0, 1])
   with pytest.raises(ValueError, match="no predictions"):
-    scorer.mcc([], [])
-  for value in (scorer.accuracy([1], [1]), scorer.spearman([1, 2], [1, 2])):
+    metrics.mcc([], [])
+  for value in (metrics.accuracy([1], [1]), metrics.spearman([1, 2], [1, 2])):
     assert type(value) is float  # pylint: disable=unidiomatic-typecheck
-  assert set(scorer.METRICS) == {"accuracy", "f1", "mcc", "pearson",
+  assert set(metrics.METRICS) == {"accuracy", "f1", "mcc", "pearson",
                                  "spearman"}
 
 
@@ -122,29 +122,29 @@ def bert_base_test_results():
 def test_glue_average_uses_each_tasks_headline_metric():
   results = bert_base_test_results()
   expected = (52.1 + 93.5 + 84.8 + 85.8 + 89.2 + 84.6 + 90.5 + 66.4) / 8
-  assert scorer.glue_average(results) == pytest.approx(expected)
-  assert round(scorer.glue_average(results), 1) == 80.9
-  assert scorer.GLUE_METRICS["mrpc"] == "accuracy"
-  assert "wnli" not in scorer.GLUE_TASKS
+  assert metrics.glue_average(results) == pytest.approx(expected)
+  assert round(metrics.glue_average(results), 1) == 80.9
+  assert metrics.GLUE_METRICS["mrpc"] == "accuracy"
+  assert "wnli" not in metrics.GLUE_TASKS
 
 
 def test_glue_average_of_a_subset():
   results = {"rte": {"accuracy": 70.0}, "cola": {"mcc": 50.0},
              "chunk": {"f1": 95.0}}
-  assert scorer.glue_average(results) is None  # not the GLUE score
-  assert scorer.glue_average(results, require_all=False) == 60.0
-  assert scorer.glue_average({"chunk": {"f1": 95.0}},
+  assert metrics.glue_average(results) is None  # not the GLUE score
+  assert metrics.glue_average(results, require_all=False) == 60.0
+  assert metrics.glue_average({"chunk": {"f1": 95.0}},
                              require_all=False) is None
-  assert scorer.glue_average({}) is None
+  assert metrics.glue_average({}) is None
 
 
 def test_write_glue_tsv(tmp_path):
   path = tmp_path / "out" / "RTE.tsv"
-  scorer.write_glue_tsv(str(path), [0, 1, "2"],
+  metrics.write_glue_tsv(str(path), [0, 1, "2"],
                         ["entailment", "not_entailment", "entailment"])
   assert path.read_text() == ("index\tprediction\n0\tentailment\n"
                               "1\tnot_entailment\n2\tentailment\n")
-  scorer.write_glue_tsv(str(path), [0, 1], [np.float32(4.25), 1.0])
+  metrics.write_glue_tsv(str(path), [0, 1], [np.float32(4.25), 1.0])
   assert path.read_text() == "index\tprediction\n0\t4.250\n1\t1.000\n"
   with pytest.raises(ValueError, match="2 ids but 1 predictions"):
-    scorer.write_glue_tsv(str(path), [0, 1], ["a"])
+    metrics.write_glue_tsv(str(path), [0, 1], ["a"])

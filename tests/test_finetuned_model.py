@@ -37,12 +37,15 @@ from finetune.model import load_finetuned
 from finetune.multiple_choice.choice_tasks import ChoiceExample
 from finetune.tagging.tagging_tasks import TaggingExample
 from finetune.trainer import FinetuningRunner
+from interop import export
+from interop.config import load_config
 from interop.weights import encoder_slots
 from loading import finetuned as finetuned_files
 from model.config import TransformerConfig
 from tests.shared_data import SHARED
 from tests.test_export_savedmodel import _python
 from tests.test_export_savedmodel import _wait
+from training.progress import Progress
 from tests.test_export_savedmodel import WITHOUT_OUR_CODE
 from tests.test_pos_crf import VOCAB_8K
 from tests.test_pos_crf import tiny_run
@@ -386,10 +389,9 @@ def test_heads_transformers_cannot_express_are_refused(tmp_path, task,
                           ["B-NP", "I-NP", "O"] if task == "chunk" else None,
                           **values)
   with pytest.raises(UserError, match=match):
-    export_model.export_finetuned(
-        export_model.load_config(["--init-checkpoint", path, "--output-dir",
-                                  str(tmp_path / "hf")]),
-        export_model.Progress("export", 2))
+    export.export_finetuned(
+        load_config(["--init-checkpoint", path, "--output-dir",
+                     str(tmp_path / "hf")]), Progress("export", 2))
   assert not (tmp_path / "hf").exists()
 
 

@@ -118,7 +118,7 @@ def test_keras_hub_loads_our_preset_with_our_tokens_and_outputs(exported):
   got = [list(map(int, t)) for t in tokens]
   # KerasHub splits words on ASCII whitespace only (RE2's \s), where BERT
   # and we also split on Unicode spaces: such sentences differ, and agree
-  # once those spaces are plain ones (the README says so).
+  # once those spaces are plain ones (docs/export_model.md says so).
   unicode_space = [i for i, t in enumerate(sentences)
                    if re.search(r"[^\S\t\n\r\f\v ]", t)]
   assert unicode_space  # the sample has non-breaking spaces

@@ -80,11 +80,16 @@ class ToyCloze(PretrainingModel):
         features["input_ids"], positions))
 
 
-@pytest.fixture(scope="module", autouse=True)
+# Subclassing registered it at import: undone here, so that the tests this
+# worker runs besides this one never see it, whatever their order.
+REGISTRY.pop("toy_cloze")
+
+
+@pytest.fixture(autouse=True)
 def registered():
-  REGISTRY["toy_cloze"] = ToyCloze  # __init_subclass__ did it; kept by name
+  REGISTRY["toy_cloze"] = ToyCloze
   yield
-  REGISTRY.pop("toy_cloze", None)  # other modules' messages list the rest
+  REGISTRY.pop("toy_cloze")  # other tests' objective lists are the real ones
 
 
 def test_toy_objective_trains_counts_flops_exports_and_scores(

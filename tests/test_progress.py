@@ -220,7 +220,7 @@ def test_finetuning_shows_progress_and_checks_its_data_before_trial_1(
                    re.M), out
 
   # A task whose files are missing fails before any trial starts, in the
-  # README's words.
+  # words of docs/run_finetuning.md.
   with pytest.raises(SystemExit):
     run_finetuning.main(base + ["--task-names", "rte,qnli"])
   out, err = capsys.readouterr()

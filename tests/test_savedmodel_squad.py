@@ -18,11 +18,14 @@ import pytest
 
 import export_model
 import run_finetuning
+from interop import export
+from interop.config import load_config
 from tests.shared_data import SHARED
 from tests.test_export_savedmodel import _python
 from tests.test_export_savedmodel import _wait
 from tests.test_export_savedmodel import WITHOUT_OUR_CODE
 from tests.test_finetuned_model import random_finetuned
+from training.progress import Progress
 from util.errors import UserError
 
 SETTINGS = dict(max_query_length=8, doc_stride=5, max_answer_length=6,
@@ -125,9 +128,9 @@ def test_savedmodel_squad_refuses_windows_with_no_room(tmp_path):
   path = random_finetuned(tmp_path / "model", "squadv1", **SETTINGS)
   with pytest.raises(UserError, match=r"max_seq_length 11 leaves no room "
                      r"for the context after max_query_length 8"):
-    export_model.export_finetuned(
-        export_model.load_config([
+    export.export_finetuned(
+        load_config([
             "--init-checkpoint", path, "--format", "savedmodel",
             "--max-seq-length", "11", "--output-dir", str(tmp_path / "out")]),
-        export_model.Progress("export", 2))
+        Progress("export", 2))
   assert not (tmp_path / "out").exists()

@@ -303,11 +303,6 @@ def parse_config(cls, argv=None, description=None, parser=None,
   return config, args
 
 
-def to_json(config):
-  return json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True)
-
-
-
 def model_path(config):
   """The pretrained model a script reads: --init-checkpoint, else
   DATA_DIR/models/NAME ("" when neither is given)."""

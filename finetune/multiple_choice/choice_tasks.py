@@ -39,7 +39,7 @@ import numpy as np
 from keras import ops
 
 from finetune import featurization
-from finetune import scorer as metrics
+from finetune import metrics
 from finetune.heads import LinearHead
 from finetune.task import Example
 from finetune.task import Scorer

@@ -3,7 +3,7 @@ accuracy (POS tagging)."""
 
 import numpy as np
 
-from finetune import scorer as metrics
+from finetune import metrics
 from finetune.tagging import tagging_utils
 from finetune.task import Scorer
 from util import outputs

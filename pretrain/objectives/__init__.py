@@ -30,6 +30,7 @@ from pretrain.objectives.electra import ElectraModel  # noqa: F401
 from pretrain.objectives.electric import ElectricModel  # noqa: F401
 from pretrain.objectives.mlm import MaskedLMModel  # noqa: F401
 from pretrain.objectives.script import ScriptModel  # noqa: F401
+from util.config import check_choice
 from util.errors import UserError
 
 for _module in pkgutil.iter_modules(__path__):  # a new file registers itself
@@ -42,9 +43,7 @@ def objective_names():
 
 def objective_class(name):
   """The PretrainingModel subclass that trains objective `name`."""
-  if name not in REGISTRY:
-    raise UserError(f"hparam 'objective' must be one of "
-                    f"{', '.join(REGISTRY)}, got '{name}'")
+  check_choice("hparam 'objective'", name, REGISTRY)
   return REGISTRY[name]
 
 
