@@ -69,7 +69,8 @@ class ComparisonConfig:
   scoring_hparams: dict = dataclasses.field(default_factory=dict)
 
   # Jobs run at once, each with cores / N threads. On a 2-core CPU two
-  # one-thread jobs do 1.13x the work of one two-thread job (README); a
+  # one-thread jobs do 1.13x the work of one two-thread job
+  # (docs/run_comparison.md); a
   # checkpoint's jobs wait only for that checkpoint.
   parallel_jobs: int = 1
   # Comma-separated glob patterns of job keys (pretrain-electra,

@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from comparison import baselines
-from comparison import plan as P
+from comparison.plan import own_pll_method
 from comparison.plan import ALIASES
 from finetune.metrics import GLUE_METRICS
 from util import storage
@@ -131,7 +131,7 @@ def collect(config, budget, runs, runner, command=""):
       if done:  # the mean over pretraining seeds
         entry[key] = 100 * float(np.mean([b["overall"] for b in done]))
         entry[key + "_pairs"] = done[0]["pairs"]  # per model scored
-    entry["blimp_method"] = P.own_pll_method(first)
+    entry["blimp_method"] = own_pll_method(first)
     if same and same == entry["blimp_method"] and "blimp" in entry:
       entry["blimp_same"] = entry["blimp"]  # its own is the same one
     results["objectives"][name] = entry
