@@ -13,9 +13,9 @@ What it does its own way, as JAX wants it:
     rows from the arrays kept on the devices, unpack and mask them,
     value_and_grad of `model.stateless_call`, clip, and the optimizer's
     `stateless_apply`; the host only hands over the rows' indices;
-  * the schedule's total steps is an argument of that function, so the
-    same compiled step can be timed first and then run for a number of
-    steps chosen from its speed (run_gpu_slot.py);
+  * the schedule's total and warmup steps are arguments of that function,
+    so the same compiled step can be timed first and then run for a
+    number of steps chosen from its speed (run_gpu_slot.py);
   * data parallelism over all local devices with keras.distribution
     (DataParallel: variables replicated, each batch split on its first
     axis; XLA sums the gradients);
@@ -164,7 +164,7 @@ class JaxTrainer:
     return out.reshape(steps, batch).astype(np.int32)
 
   # -------------------------------------------------------------- step
-  def _train_step(self, state, step, rows, total_steps):
+  def _train_step(self, state, step, rows, total_steps, warmup_steps):
     config, model = self.config, self.model
     trainable, fixed, opt_vars = state
     features = self._features("train", rows, self.train_key, step)
@@ -182,7 +182,7 @@ class JaxTrainer:
       scale = config.clip_norm / jnp.maximum(norm, config.clip_norm)
       grads = [g * scale.astype(g.dtype) for g in grads]
     schedule = optimization.WarmupPolynomialDecay(
-        config.learning_rate, total_steps, config.num_warmup_steps,
+        config.learning_rate, total_steps, warmup_steps,
         config.lr_decay_power, config.warmup_scales_decay)
     opt_vars = list(opt_vars)
     opt_vars[self._lr_index] = schedule(
@@ -207,12 +207,12 @@ class JaxTrainer:
     if steps in self._chunks:
       return self._chunks[steps]
 
-    def run(state, first_step, rows, total_steps):
+    def run(state, first_step, rows, total_steps, warmup_steps):
       def body(carry, xs):
         state, sums, finite_steps = carry
         step, step_rows = xs
         state, logs, finite = self._train_step(state, step, step_rows,
-                                               total_steps)
+                                               total_steps, warmup_steps)
         sums = {k: sums[k] + jnp.where(finite, v, 0.0)
                 for k, v in logs.items()}
         return (state, sums, finite_steps + finite.astype(jnp.float32)), None
@@ -228,9 +228,11 @@ class JaxTrainer:
     return self._chunks[steps]
 
   def _run_chunk(self, state, first_step, steps, total_steps):
+    """`steps` steps of a run of total_steps (the config's warmup)."""
     rows = self._replicated(self.train_rows(first_step, steps))
-    return self._chunk_fn(steps)(state, jnp.int32(first_step), rows,
-                                 jnp.float32(total_steps))
+    return self._chunk_fn(steps)(
+        state, jnp.int32(first_step), rows, jnp.float32(total_steps),
+        jnp.float32(self.config.num_warmup_steps))
 
   # ------------------------------------------------------------ timing
   def measure(self, chunk, calls=3, total_steps=None):
