@@ -6,7 +6,8 @@
 # run_gpu_slot.py, its log teed to $OUT/slot.log. Prepare both folders on
 # the CPU machine first: python prepare_gpu_slot.py --data-dir DATA_DIR.
 # SLOT_USE_INSTALLED_KERAS=1 skips the wheels (a machine that has keras:
-# the CPU test); SLOT_PYTHON picks the interpreter (default python3).
+# the CPU test); SLOT_PYTHON picks the interpreter (default python3);
+# SLOT_WHEELS and SLOT_DATA other folders than .whl and .slot_data.
 set -o pipefail
 STARTED=$(date +%s.%N)
 cd "$(dirname "$0")" || exit 2
@@ -15,15 +16,17 @@ if [ -z "${OUT:-}" ]; then
 fi
 PY=${SLOT_PYTHON:-python3}
 DATA=${SLOT_DATA:-.slot_data}
+WHEELS=${SLOT_WHEELS:-.whl}
 if [ "${SLOT_USE_INSTALLED_KERAS:-0}" != 1 ]; then
-  if ! ls .whl/keras-*.whl >/dev/null 2>&1; then
-    echo "error: no keras wheel in .whl/: run 'python prepare_gpu_slot.py" \
-         "--wheels' on the CPU machine and name .whl in the run's carry" >&2
+  if ! ls "$WHEELS"/keras-*.whl >/dev/null 2>&1; then
+    echo "error: no keras wheel in $WHEELS/: run 'python" \
+         "prepare_gpu_slot.py --wheels' on the CPU machine and name" \
+         "$WHEELS in the run's carry" >&2
     exit 2
   fi
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-      --upgrade --target /tmp/site .whl/*.whl || {
-    echo "error: pip could not install .whl/*.whl" >&2; exit 2; }
+      --upgrade --target /tmp/site "$WHEELS"/*.whl || {
+    echo "error: pip could not install $WHEELS/*.whl" >&2; exit 2; }
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 if [ ! -f "$DATA/arrays.json" ]; then
