@@ -70,6 +70,33 @@ class Arrays:
         raise UserError(f"{where} holds no {split} examples")
 
 
+def synthetic(num_examples, seq_length, vocab_size, seed=0,
+              special_ids=None, heldout_examples=0):
+  """Random full-length `[CLS] A [SEP] B [SEP]` examples over BERT's special
+  ids: for timing steps (benchmarks/jax_throughput.py), not for learning."""
+  ids = dict(special_ids or {"pad": 0, "unk": 100, "cls": 101, "sep": 102,
+                             "mask": 103})
+  rng = np.random.default_rng(seed)
+  dtype = np.uint16 if vocab_size <= 2 ** 16 else np.uint32
+  first = max(ids.values()) + 1
+  half = seq_length // 2
+
+  def split(n):
+    input_ids = rng.integers(first, vocab_size, (n, seq_length)).astype(dtype)
+    input_ids[:, 0] = ids["cls"]
+    input_ids[:, [half - 1, seq_length - 1]] = ids["sep"]
+    return {"input_ids": input_ids,
+            "num_tokens": np.full(n, seq_length, np.uint16),
+            "segment_a": np.full(n, half, np.uint16)}
+
+  meta = {"format": FORMAT, "vocab_size": vocab_size, "special_ids": ids,
+          "max_seq_length": seq_length, "vocab_file": "",
+          "eval_source": "synthetic"}
+  return Arrays(meta, {"train": split(num_examples),
+                       "heldout": split(heldout_examples or num_examples)},
+                "synthetic arrays")
+
+
 def unpack(rows):
   """{input_ids, num_tokens, segment_a} rows -> int32 `input_ids`,
   `input_mask`, `segment_ids` [B, T], as pretrain/data.py parses them."""
