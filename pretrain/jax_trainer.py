@@ -202,11 +202,13 @@ class JaxTrainer:
     return (new_trainable, fixed, new_opt), logs, finite
 
   def _chunk_fn(self, steps):
+    if steps not in self._chunks:
+      self._chunks[steps] = self._chunk_jit(steps)
+    return self._chunks[steps]
+
+  def _chunk_jit(self, steps):
     """jit: `steps` training steps; returns the state, the sums of the
     logs over finite steps and the number of finite steps."""
-    if steps in self._chunks:
-      return self._chunks[steps]
-
     def run(state, first_step, rows, total_steps, warmup_steps):
       def body(carry, xs):
         state, sums, finite_steps = carry
@@ -224,8 +226,7 @@ class JaxTrainer:
           body, (state, zeros, jnp.zeros((), jnp.float32)), (numbers, rows))
       return state, sums, finite_steps
 
-    self._chunks[steps] = jax.jit(run)
-    return self._chunks[steps]
+    return jax.jit(run)
 
   def _run_chunk(self, state, first_step, steps, total_steps):
     """`steps` steps of a run of total_steps (the config's warmup)."""
@@ -234,16 +235,38 @@ class JaxTrainer:
         state, jnp.int32(first_step), rows, jnp.float32(total_steps),
         jnp.float32(self.config.num_warmup_steps))
 
+  # ----------------------------------------------------------- compile
+  def lower(self, chunk):
+    """The jitted chunk of `chunk` steps and the eval step, traced and
+    lowered here for the arguments the calls pass: {"train", "eval"}.
+    Their .compile() releases the GIL, so several trainers' compilations
+    can run in threads (run_gpu_slot.py); `install` then uses them."""
+    state = self.initial_state
+    rows = self._replicated(self.train_rows(0, chunk))
+    train = self._chunk_jit(chunk).lower(
+        state, jnp.int32(0), rows, jnp.float32(1), jnp.float32(0))
+    eval_rows = self._replicated(np.zeros(self.config.eval_batch_size,
+                                          np.int32))
+    evaluate = self._eval_jit().lower(state[0], state[1], eval_rows,
+                                      jnp.int32(0))
+    return {"train": train, "eval": evaluate}
+
+  def install(self, chunk, compiled):
+    """Uses executables compiled from `lower(chunk)`."""
+    self._chunks[chunk] = compiled["train"]
+    self._eval_fn = compiled["eval"]
+
   # ------------------------------------------------------------ timing
   def measure(self, chunk, calls=3, total_steps=None):
     """Times `calls` chunks of `chunk` steps from the initial weights
     (after one call that compiles); the trainer's state is unchanged.
-    Returns compile_s, step_s (best call) and the last chunk's loss."""
+    Returns first_call_s (with the compile, unless `install`ed), step_s
+    (best call) and the last chunk's loss."""
     total = total_steps or self.config.num_train_steps
     start = time.perf_counter()
     state, sums, finite = self._run_chunk(self.initial_state, 0, chunk, total)
     jax.block_until_ready(sums)
-    compile_s = time.perf_counter() - start
+    first_call_s = time.perf_counter() - start
     times = []
     for i in range(calls):
       start = time.perf_counter()
@@ -253,7 +276,7 @@ class JaxTrainer:
       times.append((time.perf_counter() - start) / chunk)
     step_s = min(times)
     batch = self.config.train_batch_size
-    return {"compile_s": compile_s, "step_s": step_s,
+    return {"first_call_s": first_call_s, "step_s": step_s,
             "steps_per_s": 1 / step_s, "seq_per_s": batch / step_s,
             "loss": float(sums["loss"]) / max(float(finite), 1.0),
             "chunk": chunk, "calls": calls}
@@ -321,12 +344,7 @@ class JaxTrainer:
     batch = config.eval_batch_size
     n = self.arrays.num_examples("heldout")
     if self._eval_fn is None:
-      def run(trainable, fixed, rows, number):
-        features = self._features("heldout", rows, self.eval_key, number)
-        outputs, fixed = model.stateless_call(trainable, fixed, features,
-                                              training=False)
-        return {k: outputs[k] for k in self.eval_keys}, fixed
-      self._eval_fn = jax.jit(run)
+      self._eval_fn = self._eval_jit()
     trainable, fixed, _ = self.state
     collected = {k: [] for k in self.eval_keys}
     for i in range(steps):
@@ -342,6 +360,15 @@ class JaxTrainer:
         {k: np.concatenate(v) for k, v in collected.items()})
     results["global_step"] = self.step
     return results
+
+  def _eval_jit(self):
+    """jit: one eval batch's outputs (EVAL_KEYS and LOG_KEYS)."""
+    def run(trainable, fixed, rows, number):
+      features = self._features("heldout", rows, self.eval_key, number)
+      outputs, fixed = self.model.stateless_call(trainable, fixed, features,
+                                                 training=False)
+      return {k: outputs[k] for k in self.eval_keys}, fixed
+    return jax.jit(run)
 
   # ------------------------------------------------------------ weights
   def sync_model(self):
