@@ -111,6 +111,21 @@ def unpack(rows):
                                   "int32")}
 
 
+def batch_rows(seed, num_examples, batch, first_step, steps):
+  """The examples of training steps first_step.. (int32 [steps, batch]):
+  a new permutation of all examples each epoch, seeded by (seed, epoch),
+  so any step's batch is known without replaying the ones before."""
+  flat = np.arange(first_step * batch, (first_step + steps) * batch)
+  epochs, within = flat // num_examples, flat % num_examples
+  out = np.empty_like(flat)
+  for epoch in np.unique(epochs):
+    picked = epochs == epoch
+    order = np.random.default_rng([seed, int(epoch)]).permutation(
+        num_examples)
+    out[picked] = order[within[picked]]
+  return out.reshape(steps, batch).astype(np.int32)
+
+
 def pack(input_ids, input_mask, segment_ids, vocab_size, where=""):
   """The compact columns of parsed features (NumPy [B, T]); a UserError
   when the mask or segments are not of the layout `unpack` rebuilds."""

@@ -114,7 +114,7 @@ class JaxTrainer:
             self.model.trainable_variables,
             self.model.non_trainable_variables, self.optimizer.variables))
     self.step = 0
-    self._chunks, self._eval_fn, self._perms = {}, None, {}
+    self._chunks, self._eval_fn = {}, None
     self.train_key = jax.random.PRNGKey(config.seed)
     self.eval_key = jax.random.PRNGKey(config.seed + 1)
 
@@ -148,20 +148,11 @@ class JaxTrainer:
         masking.mask_batch(features, self.mask_config, noise))
 
   def train_rows(self, first_step, steps):
-    """Indices [steps, batch] of the training examples of those steps: a
-    new permutation of all examples each epoch (seeded by seed, epoch)."""
-    n = self.arrays.num_examples("train")
-    batch = self.config.train_batch_size
-    flat = np.arange(first_step * batch, (first_step + steps) * batch)
-    epochs, within = flat // n, flat % n
-    out = np.empty_like(flat)
-    for epoch in np.unique(epochs):
-      if epoch not in self._perms:
-        self._perms = {epoch: np.random.default_rng(
-            [self.config.seed, int(epoch)]).permutation(n)}
-      picked = epochs == epoch
-      out[picked] = self._perms[epoch][within[picked]]
-    return out.reshape(steps, batch).astype(np.int32)
+    """Indices [steps, batch] of the training examples of those steps."""
+    return arrays_lib.batch_rows(self.config.seed,
+                                 self.arrays.num_examples("train"),
+                                 self.config.train_batch_size, first_step,
+                                 steps)
 
   # -------------------------------------------------------------- step
   def _train_step(self, state, step, rows, total_steps, warmup_steps):

@@ -86,3 +86,14 @@ def test_layouts_that_do_not_unpack_are_refused():
 def test_missing_arrays_are_named(tmp_path):
   with pytest.raises(UserError, match="prepare_gpu_slot.py"):
     arrays.load(str(tmp_path))
+
+
+def test_each_epoch_visits_every_example_once():
+  n, batch = 10, 4
+  rows = arrays.batch_rows(7, n, batch, 0, 5).reshape(-1)  # two epochs
+  assert sorted(rows[:n]) == list(range(n))
+  assert sorted(rows[n:2 * n]) == list(range(n))
+  assert list(rows[:n]) != list(rows[n:2 * n])  # reshuffled
+  # Any step's batch without the ones before (what a chunk asks for).
+  np.testing.assert_array_equal(arrays.batch_rows(7, n, batch, 3, 2),
+                                rows[12:20].reshape(2, batch))
