@@ -36,6 +36,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
+from util.errors import main_guard  # noqa: E402
+
 NAMES = {"electra": "ELECTRA", "mlm": "BERT"}  # objective -> paper name
 RESULTS = "slot.json"
 MAX_FILES, MAX_FILE_BYTES = 8, 16 * 2 ** 20  # what comes back from $OUT
@@ -195,10 +197,30 @@ def out_files(out):
   return sorted(found)
 
 
+@main_guard
 def main(argv=None):
+  """Runs the slot; slot.json is rewritten after each phase, so a failure
+  keeps what was measured (and its error)."""
   args = parse_args(argv)
   clock = Clock(args.started_at or None)
   os.makedirs(args.out, exist_ok=True)
+  result = {"command": sys.argv}
+
+  def write():
+    result["tensorflow_imported"] = "tensorflow" in sys.modules
+    result["seconds"] = clock.elapsed()
+    with open(os.path.join(args.out, RESULTS), "w") as f:
+      json.dump(result, f, indent=2)
+
+  try:
+    return run(args, clock, result, write)
+  except BaseException as e:
+    result["error"] = f"{type(e).__name__}: {str(e)[:1000]}"
+    write()
+    raise
+
+
+def run(args, clock, result, write):
   import keras
   from pretrain import arrays as arrays_lib
   arrays = arrays_lib.load(args.data)
@@ -207,11 +229,11 @@ def main(argv=None):
             f"{arrays.num_examples('train'):,} training and "
             f"{arrays.num_examples('heldout'):,} held-out examples of "
             f"{arrays.meta['max_seq_length']} tokens")
-  result = {"command": sys.argv, "arrays": {
-      k: arrays.meta.get(k) for k in ("source", "train_examples",
-                                      "train_tokens", "heldout_examples",
-                                      "eval_source", "vocab_size")}}
+  result["arrays"] = {k: arrays.meta.get(k) for k in (
+      "source", "train_examples", "train_tokens", "heldout_examples",
+      "eval_source", "vocab_size")}
   result["hf_pytorch_electra"] = hf_baseline(args, clock)
+  write()
 
   import jax
   from benchmarks.jax_throughput import matmul_peak_tflops
@@ -227,6 +249,7 @@ def main(argv=None):
   clock.log(f"{len(devices)} x {device.device_kind} ({device.platform}), "
             f"jax {jax.__version__}; bf16 matmul peak {peak:.1f} TFLOP/s "
             f"({n}^3)")
+  write()
 
   trainers, entries = {}, []
   for objective in args.objectives.split(","):
@@ -258,6 +281,8 @@ def main(argv=None):
               (f", {entry['speedup_vs_hf_pytorch']:.2f}x transformers' "
                "PyTorch ELECTRA" if "speedup_vs_hf_pytorch" in entry else ""))
     entries.append(entry)
+  result["objectives"] = entries
+  write()
 
   left = args.time_limit - clock.elapsed() - args.reserve_seconds
   seconds = max(0.0, min(args.train_seconds, left))
@@ -280,30 +305,28 @@ def main(argv=None):
     entry["train_mfu"] = entry["model_flops"] / entry["train_s"] / (
         peak * 1e12)
     entry["last_train_logs"] = history[-1] if history else {}
-    entry["eval"] = trainer.evaluate()
-    clock.log(f"{entry['name']} eval ({entry['steps']} steps, "
-              f"{entry['train_flops']:.3g} FLOPs): " + ", ".join(
-                  f"{k} {v:.4f}" for k, v in entry["eval"].items()
-                  if isinstance(v, float)))
     paths = trainer.save(os.path.join(args.out, entry["folder"]),
                          dtype=args.weights_dtype,
                          extra={"slot": {k: entry[k] for k in (
                              "name", "steps", "train_flops")}})
     entry["weights"] = [os.path.relpath(p, args.out) for p in paths]
     clock.log(f"wrote {len(paths)} files to {entry['folder']}/")
+    write()
+    entry["eval"] = trainer.evaluate()
+    clock.log(f"{entry['name']} eval ({entry['steps']} steps, "
+              f"{entry['train_flops']:.3g} FLOPs): " + ", ".join(
+                  f"{k} {v:.4f}" for k, v in entry["eval"].items()
+                  if isinstance(v, float)))
+    write()
 
   electra = next((e for e in entries if e["objective"] == "electra"), None)
-  result["objectives"] = entries
   result["targets"] = {
       "train_flops_per_objective": FLOPS_TARGET,
       "met_flops": all(e["train_flops"] >= FLOPS_TARGET for e in entries),
       "speedup_vs_hf_pytorch": SPEEDUP_TARGET,
       "met_speedup": bool(electra and electra.get(
           "speedup_vs_hf_pytorch", 0) >= SPEEDUP_TARGET)}
-  result["tensorflow_imported"] = "tensorflow" in sys.modules
-  result["seconds"] = clock.elapsed()
-  with open(os.path.join(args.out, RESULTS), "w") as f:
-    json.dump(result, f, indent=2)
+  write()
   files = out_files(args.out)
   big = [f for f in files if os.path.getsize(f) > MAX_FILE_BYTES]
   clock.log(f"$OUT holds {len(files)} files, "

@@ -125,3 +125,18 @@ def test_the_command_refuses_without_wheels_or_data(tmp_path):
   env.pop("OUT")
   done = run_slot(env, timeout=60)
   assert done.returncode == 2 and "set OUT" in done.stderr
+
+
+def test_a_failure_keeps_what_was_measured(slot_run, tmp_path):
+  arrays = os.path.join(os.path.dirname(slot_run[0]), "arrays")
+  out = str(tmp_path / "out")
+  env = slot_env(str(tmp_path), OUT=out, SLOT_USE_INSTALLED_KERAS="1",
+                 SLOT_DATA=arrays)
+  done = run_slot(env, "--size", "tiny", "--objectives", "electra,nothing",
+                  "--hf-steps", "0", timeout=300)
+  assert done.returncode == 2
+  assert "error: --hparams file not found" in done.stderr + done.stdout
+  with open(os.path.join(out, "slot.json")) as f:
+    result = json.load(f)
+  assert "nothing_tiny.json" in result["error"]
+  assert result["peak_bf16_tflops"] > 0 and not result["tensorflow_imported"]
