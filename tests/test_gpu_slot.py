@@ -1,6 +1,7 @@
 """The GPU slot's prepared command (gpu_slot.sh -> run_gpu_slot.py), end to
-end on the CPU with a micro model, TensorFlow blocked as on the slot; the
-weights it returns load on the CPU side (--init-checkpoint)."""
+end on the CPU with a micro model in bf16 mixed precision, TensorFlow
+blocked as on the slot; the weights it returns load on the CPU side
+(--init-checkpoint)."""
 
 import json
 import os
@@ -48,7 +49,7 @@ def slot_run(tmp_path_factory):
   done = run_slot(
       env, "--size", "tiny", "--batch", "8", "--chunk", "5",
       "--measure-calls", "1", "--train-seconds", "8", "--eval-steps", "2",
-      "--hf-steps", "1", "--time-limit", "1200",
+      "--hf-steps", "1", "--time-limit", "1200", "--precision", "bfloat16",
       "--hparams", json.dumps(slot_data.MICRO))
   assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
   with open(os.path.join(out, "slot.json")) as f:
@@ -64,6 +65,7 @@ def test_the_command_measures_trains_and_reports(slot_run):
   by_name = {e["objective"]: e for e in result["objectives"]}
   assert sorted(by_name) == ["electra", "mlm"]
   for e in by_name.values():
+    assert e["precision"] == "bfloat16"  # the slot's mixed precision
     assert e["steps"] == e["planned_steps"] > 0 and e["steps"] % 5 == 0
     assert e["seq_per_s"] > 0 and 0 < e["mfu"] < 1
     assert np.isfinite(e["last_train_logs"]["loss"])
