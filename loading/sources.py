@@ -61,7 +61,7 @@ def find_pretrained(path):
   if not path:
     raise UserError("no pretrained model: pass --init-checkpoint or "
                     "--data-dir and --model-name")
-  if runs.is_our_run(path) and not npz_weights.is_npz_weights(path):
+  if runs.is_our_run(path):
     return runs.find_run(path)
   source = open_source(path)
   return runs.Pretrained(source.config, source.path, path, source)
