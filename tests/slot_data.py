@@ -4,6 +4,7 @@ for the TensorFlow-free JAX path's tests."""
 
 import os
 import shutil
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ = 32
@@ -37,3 +38,17 @@ def export_arrays(data_dir, out, **kwargs):
                              max_seq_length=SEQ)
   config.resolve()
   return arrays.export(config, out, **kwargs)
+
+
+BLOCKER = 'raise ImportError("tensorflow is blocked: the GPU slot has none")\n'
+
+
+def slot_env(tmp, **extra):
+  """The slot's environment here: JAX on the CPU, keras as installed, and
+  a `tensorflow` package on the path that refuses to import."""
+  blocked = os.path.join(tmp, "blocked")
+  os.makedirs(os.path.join(blocked, "tensorflow"), exist_ok=True)
+  with open(os.path.join(blocked, "tensorflow", "__init__.py"), "w") as f:
+    f.write(BLOCKER)
+  return dict(os.environ, PYTHONPATH=f"{blocked}:{ROOT}", JAX_PLATFORMS="cpu",
+              SLOT_PYTHON=sys.executable, **extra)

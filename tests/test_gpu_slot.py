@@ -6,7 +6,6 @@ blocked as on the slot; the weights it returns load on the CPU side
 import json
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,18 +17,7 @@ from loading.runs import restore_model
 from tests import slot_data
 
 ROOT = slot_data.ROOT
-BLOCKER = 'raise ImportError("tensorflow is blocked: the GPU slot has none")\n'
-
-
-def slot_env(tmp, **extra):
-  """The slot's environment here: JAX on the CPU, keras as installed, and
-  a `tensorflow` package on the path that refuses to import."""
-  blocked = os.path.join(tmp, "blocked")
-  os.makedirs(os.path.join(blocked, "tensorflow"), exist_ok=True)
-  with open(os.path.join(blocked, "tensorflow", "__init__.py"), "w") as f:
-    f.write(BLOCKER)
-  return dict(os.environ, PYTHONPATH=f"{blocked}:{ROOT}", JAX_PLATFORMS="cpu",
-              SLOT_PYTHON=sys.executable, **extra)
+slot_env = slot_data.slot_env
 
 
 def run_slot(env, *flags, timeout=900):

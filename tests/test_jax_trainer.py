@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from tests import slot_data
-from tests.test_gpu_slot import slot_env
 
 SCRIPT = textwrap.dedent("""
     import json, sys
@@ -55,7 +54,7 @@ def two_device_run(tmp_path_factory):
   root = tmp_path_factory.mktemp("dp")
   data_dir = slot_data.build_data(str(root / "data"))
   slot_data.export_arrays(data_dir, str(root / "arrays"))
-  env = slot_env(str(root), KERAS_BACKEND="jax",
+  env = slot_data.slot_env(str(root), KERAS_BACKEND="jax",
                  XLA_FLAGS="--xla_force_host_platform_device_count=2")
   done = subprocess.run(
       [sys.executable, "-c", SCRIPT, str(root / "arrays"), str(root / "m"),
