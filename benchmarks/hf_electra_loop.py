@@ -32,14 +32,8 @@ import transformers  # noqa: E402
 from sklearn import metrics  # noqa: E402
 
 from benchmarks import write_json  # noqa: E402
-from util.tf_quiet import import_tensorflow  # noqa: E402
-
-tf = import_tensorflow()
-
-from pretrain import config as configure_pretraining  # noqa: E402
 from model.config import get_model_config  # noqa: E402
 from model.config import scale_config  # noqa: E402
-from pretrain import data  # noqa: E402
 
 
 def hf_config(c):
@@ -91,7 +85,8 @@ class Electra(torch.nn.Module):
                                   generator=generator).view(labels.shape)
       fake = batch["masked_input_ids"].clone()
       real = weights > 0
-      rows = torch.arange(ids.shape[0])[:, None].expand_as(positions)
+      rows = torch.arange(ids.shape[0], device=ids.device)[:, None].expand_as(
+          positions)
       fake[rows[real], positions[real]] = sampled[real]
       disc_labels = (fake != ids).float() * mask
     disc_logits = self.discriminator(
@@ -170,6 +165,12 @@ def main(argv=None):
   parser.add_argument("--threads", type=int, default=0)
   parser.add_argument("--json", default="")
   args = parser.parse_args(argv)
+  # TensorFlow (the tf.data input) only here: the Electra module above is
+  # imported on machines without it (benchmarks/hf_electra_step.py).
+  from util.tf_quiet import import_tensorflow
+  import_tensorflow()
+  from pretrain import config as configure_pretraining
+  from pretrain import data
   argv = ["--data-dir", args.data_dir, "--model-name", "hf_reference"]
   for h in args.hparams:
     argv += ["--hparams", h]

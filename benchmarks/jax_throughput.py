@@ -6,10 +6,12 @@
 
 For the GPU machines, which carry JAX but not TensorFlow: nothing here
 imports TensorFlow. The model is the same Keras code (pretrain/objectives);
-the step is jax.jit(value_and_grad(model.stateless_call) + global-norm
-clipping + the Keras AdamW's stateless_apply), all on device. Batches are
-random token ids masked here in NumPy (ELECTRA's scheme), made once and
-cycled: this times the step, not an input pipeline. MFU =
+the step is the JAX driver's (pretrain/jax_trainer.py: jax.jit of `--steps`
+steps, each masking its batch with pretrain/masking.py, value_and_grad of
+model.stateless_call, global-norm clipping and the Keras AdamW's
+stateless_apply), all on device. Examples are random token ids
+(pretrain/arrays.py `synthetic`) kept on the device: this times the step,
+not an input pipeline. MFU =
 pretrain/flops.model_flops_per_step x steps/s / a bf16 matmul peak measured in
 the same process.
 """
@@ -29,7 +31,6 @@ from benchmarks import write_json  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 
 from pretrain import flops  # noqa: E402
 
@@ -37,7 +38,9 @@ CLS, SEP, MASK, FIRST = 101, 102, 103, 1000
 
 
 def matmul_peak_tflops(n, dtype, reps=10):
-  a = jnp.ones((n, n), dtype)
+  """Best of `reps` n^3 products on random data (all-ones or zeros draw
+  less power and run faster: a peak no model step sees)."""
+  a = jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype)
   f = jax.jit(lambda a: a @ a)
   f(a).block_until_ready()
   best = float("inf")
@@ -48,90 +51,25 @@ def matmul_peak_tflops(n, dtype, reps=10):
   return 2 * n ** 3 / best / 1e12
 
 
-def masked_batches(hp, batch, count, seed=0):
-  """`count` batches of random ids with ELECTRA's masking (15% of the
-  tokens, 85% of those [MASK]), at most max_predictions_per_seq a row."""
-  rng = np.random.default_rng(seed)
-  t, p = hp.max_seq_length, hp.max_predictions_per_seq
-  out = []
-  for _ in range(count):
-    ids = rng.integers(FIRST, hp.vocab_size, (batch, t)).astype(np.int32)
-    ids[:, 0], ids[:, -1] = CLS, SEP
-    positions = np.stack([np.sort(rng.choice(np.arange(1, t - 1), p, False))
-                          for _ in range(batch)]).astype(np.int32)
-    masked = ids.copy()
-    rows = np.arange(batch)[:, None]
-    to_mask = rng.random((batch, p)) < hp.mask_replace_prob
-    masked[rows, positions] = np.where(to_mask, MASK, ids[rows, positions])
-    segments = np.zeros_like(ids)
-    segments[:, t // 2:] = 1
-    scoring = np.ones((batch, t), np.float32)
-    scoring[:, [0, -1]] = 0
-    out.append({
-        "input_ids": ids, "input_mask": np.ones_like(ids),
-        "segment_ids": segments, "masked_input_ids": masked,
-        "scoring_mask": scoring, "masked_lm_positions": positions,
-        "masked_lm_ids": ids[rows, positions],
-        "masked_lm_weights": np.ones((batch, p), np.float32),
-        "masked_lm_denominator": np.float32(batch * p),
-        "input_mask_denominator": np.float32(batch * t)})
-  return out
-
-
 def time_step(size, batch, seq_len, precision, args):
+  """The JAX driver's compiled step (pretrain/jax_trainer.py) on random
+  examples kept on the device: `loops` timings of `steps` steps."""
+  from pretrain import arrays
   from pretrain.config import PretrainingConfig
-  from pretrain.objectives import build_model
-  from training import optimization
-  keras.mixed_precision.set_dtype_policy(
-      "mixed_bfloat16" if precision == "bfloat16" else "float32")
+  from pretrain.jax_trainer import JaxTrainer
   hp = PretrainingConfig(model_size=size, vocab_size=args.vocab_size,
                          max_seq_length=seq_len, train_batch_size=batch,
+                         eval_batch_size=batch, mixed_precision=precision,
+                         pretrain_tfrecords="synthetic", model_dir="unused",
                          model_hparam_overrides={
                              "max_position_embeddings": max(512, seq_len)})
-  hp.resolve()
-  model = build_model(hp)
-  model.build_variables()
-  optimizer = optimization.create_optimizer(hp)
-  optimization.build_optimizer(optimizer, model.trainable_variables)
-  trainable = [v.value for v in model.trainable_variables]
-  fixed = [v.value for v in model.non_trainable_variables]
-  slots = [v.value for v in optimizer.variables]
-
-  def loss_fn(trainable, fixed, features):
-    outputs, fixed = model.stateless_call(trainable, fixed, features,
-                                          training=True)
-    return outputs["loss"], fixed
-
-  grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-
-  @jax.jit
-  def step(state, features):
-    trainable, fixed, slots = state
-    (loss, fixed), grads = grad_fn(trainable, fixed, features)
-    norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32)))
-                        for g in grads))
-    scale = jnp.minimum(1.0, hp.clip_norm / jnp.maximum(norm, 1e-6))
-    grads = [g * scale.astype(g.dtype) for g in grads]
-    trainable, slots = optimizer.stateless_apply(slots, grads, trainable)
-    return (trainable, fixed, slots), loss
-
-  batches = [jax.device_put(b) for b in masked_batches(hp, batch, 4)]
-  state = (trainable, fixed, slots)
-  start = time.perf_counter()
-  state, loss = step(state, batches[0])
-  loss.block_until_ready()
-  compile_s = time.perf_counter() - start
-  times = []
-  for _ in range(args.loops):
-    start = time.perf_counter()
-    for i in range(args.steps):
-      state, loss = step(state, batches[i % len(batches)])
-    loss.block_until_ready()
-    times.append((time.perf_counter() - start) / args.steps)
-  step_s = min(times)
-  return dict(seq_per_s=batch / step_s, step_ms=step_s * 1e3,
+  hp.validate()
+  data = arrays.synthetic(4 * batch, seq_len, args.vocab_size)
+  trainer = JaxTrainer(hp, data, log=lambda *_: None)
+  m = trainer.measure(args.steps, args.loops)
+  return dict(seq_per_s=m["seq_per_s"], step_ms=m["step_s"] * 1e3,
               flops_per_step=flops.model_flops_per_step(hp),
-              compile_s=compile_s, loss=float(loss))
+              compile_s=m["first_call_s"], loss=m["loss"])
 
 
 def main(argv=None):

@@ -9,6 +9,8 @@
          heads and generator beside it, or KerasHub's own: an encoder)
   finetuned  a fine-tuned model run_finetuning.py kept (loading/finetuned.py):
          its encoder, as a discriminator without a head
+  npz    .npz shards + weights.json (interop/npz_weights.py), as the
+         TensorFlow-free JAX driver writes them (pretrain/jax_trainer.py)
 Each gives a PretrainingConfig that describes its architecture and the
 weights under our names (interop/weights.py), so fine-tuning, scoring and
 run_pretraining.py --init-checkpoint treat them alike. find_pretrained
@@ -25,6 +27,7 @@ import numpy as np
 from pretrain.config import PretrainingConfig
 from interop import hf
 from interop import keras_hub
+from interop import npz_weights
 from interop import tf1
 from interop.keras_archive import load_keras
 from interop.savedmodel import read_weights
@@ -70,6 +73,8 @@ def open_source(path):
   the TF1 release's)."""
   if not path:
     raise UserError("no pretrained model given")
+  if npz_weights.is_npz_weights(path):
+    return _npz_source(path)
   if runs.is_our_run(path):
     return _our_source(path)
   if path.endswith(".keras"):
@@ -107,6 +112,15 @@ def _our_source(path):
     model = runs.restore_model(pretrained)
     return {role: export_weights(model, role) for role in networks(model)}
   return Source("ours", pretrained.checkpoint, pretrained.config, weights)
+
+
+def _npz_source(path):
+  manifest = npz_weights.read_manifest(path)
+  pretrain_config = config_from_json(
+      json.dumps(manifest.get("pretrain_config") or {}),
+      os.path.join(path, npz_weights.MANIFEST))
+  return Source("npz", path, pretrain_config,
+                lambda: npz_weights.read(path)[1])
 
 
 def _hf_source(path):

@@ -149,13 +149,7 @@ def load_token_counts(meta):
 
 
 def masking_config(config, meta):
-  ids = meta["special_ids"]
-  return masking.MaskingConfig(
-      mask_prob=config.mask_prob,
-      max_predictions=config.max_predictions_per_seq,
-      vocab_size=meta["vocab_size"], cls_id=ids["cls"], sep_id=ids["sep"],
-      mask_id=ids["mask"], scheme=config.mask_scheme,
-      mask_replace_prob=config.mask_replace_prob)
+  return masking.config_from(config, meta)
 
 
 def mask_features(features, mask_config, seed):

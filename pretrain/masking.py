@@ -108,3 +108,16 @@ def mask_batch(features, config, noise):
               scoring_mask=ops.cast(candidates, "float32"),
               masked_lm_positions=positions, masked_lm_ids=targets,
               masked_lm_weights=ops.cast(weights_i, "float32"))
+
+
+def config_from(config, meta):
+  """The MaskingConfig of a PretrainingConfig over a dataset's metadata
+  (its vocab_size and special_ids): one for both input paths (pretrain/
+  data.py's tf.data, pretrain/arrays.py's NumPy arrays)."""
+  ids = meta["special_ids"]
+  return MaskingConfig(
+      mask_prob=config.mask_prob,
+      max_predictions=config.max_predictions_per_seq,
+      vocab_size=meta["vocab_size"], cls_id=ids["cls"], sep_id=ids["sep"],
+      mask_id=ids["mask"], scheme=config.mask_scheme,
+      mask_replace_prob=config.mask_replace_prob)

@@ -27,13 +27,18 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     step = ops.cast(step, "float32")
     progress = ops.minimum(step, self.num_train_steps) / self.num_train_steps
     decayed = self.learning_rate * ops.power(1.0 - progress, self.power)
-    if not self.num_warmup_steps:
+    warmup = self.num_warmup_steps
+    if isinstance(warmup, (int, float)) and not warmup:
       return decayed
-    fraction = ops.minimum(1.0, step / self.num_warmup_steps)
+    # The step counts (warmup too) may be traced values (the JAX driver
+    # sets them after timing its compiled step).
+    warmup = ops.cast(warmup, "float32")
+    fraction = ops.where(warmup > 0,
+                         ops.minimum(1.0, step / ops.maximum(warmup, 1.0)),
+                         1.0)
     if self.warmup_scales_decay:
       return decayed * fraction
-    return ops.where(step < self.num_warmup_steps,
-                     self.learning_rate * fraction, decayed)
+    return ops.where(step < warmup, self.learning_rate * fraction, decayed)
 
   def get_config(self):
     return dict(learning_rate=self.learning_rate,

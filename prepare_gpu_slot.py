@@ -1,0 +1,126 @@
+"""Prepares what a GPU slot's run carries (docs/gpu_slot.md), on the CPU
+machine, in the repository root:
+
+  python prepare_gpu_slot.py --wheels                  # .whl/
+  python prepare_gpu_slot.py --data-dir DATA_DIR [--max-train-mb 40]
+                                                       # .slot_data/
+
+--wheels downloads, for the slot's Python 3.12 on x86-64, keras and what
+keras needs that the slot's image lacks (namex, optree), at the versions
+installed here, into .whl/ (git ignores it); gpu_slot.sh installs them
+there. --data-dir exports DATA_DIR's pretraining TFRecords, training and
+held-out shards (build_pretraining_dataset.py's), to compact NumPy arrays
+in .slot_data/ (pretrain/arrays.py; needs TensorFlow). Both end by
+printing what a run would carry against the slot's 64 MiB.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+WHEELS_DIR = ".whl"
+DATA_DIR = ".slot_data"
+CARRY_LIMIT = 64 * 2 ** 20
+# Not in the slot's image (KINDS.md's package list): keras and its needs.
+WHEELS = ("keras", "namex", "optree")
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64",
+             "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+             "manylinux1_x86_64")
+
+
+def installed_version(name):
+  from importlib import metadata
+  try:
+    return metadata.version(name)
+  except metadata.PackageNotFoundError:
+    return None
+
+
+def download_wheels(folder, python_version="3.12"):
+  """pip download, as the device README says, of WHEELS at the versions
+  installed here (the ones the CPU tests ran)."""
+  os.makedirs(folder, exist_ok=True)
+  specs = []
+  for name in WHEELS:
+    version = installed_version(name)
+    specs.append(f"{name}=={version}" if version else name)
+  have = os.listdir(folder)
+  missing = [s for s in specs if not any(
+      w.lower().startswith(s.replace("==", "-").lower() + "-") for w in have)]
+  if not missing:
+    print(f"{folder}/ already holds {', '.join(specs)}")
+    return
+  command = [sys.executable, "-m", "pip", "download", "--no-deps",
+             "--only-binary=:all:", "--python-version", python_version,
+             "--implementation", "cp", "-d", folder]
+  for platform in PLATFORMS:
+    command += ["--platform", platform]
+  print(" ".join(command + missing), flush=True)
+  subprocess.run(command + missing, check=True)
+
+
+def carried_bytes(paths):
+  """What a run carries: the tracked and untracked-not-ignored files, plus
+  the carried folders."""
+  listed = subprocess.run(
+      ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+      cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+  total = sum(os.path.getsize(os.path.join(ROOT, p.decode()))
+              for p in listed if p and os.path.isfile(
+                  os.path.join(ROOT, p.decode())))
+  for path in paths:
+    for base, _, files in os.walk(os.path.join(ROOT, path)):
+      total += sum(os.path.getsize(os.path.join(base, f)) for f in files)
+  return total
+
+
+def export_data(args):
+  from util.tf_quiet import import_tensorflow
+  import_tensorflow()
+  from pretrain import arrays
+  from pretrain.config import PretrainingConfig
+  config = PretrainingConfig(data_dir=args.data_dir, model_name="export",
+                             max_seq_length=args.max_seq_length,
+                             pretrain_tfrecords=args.pretrain_tfrecords)
+  config.resolve()
+  meta = arrays.export(config, args.out, max_train_mb=args.max_train_mb,
+                       max_heldout_examples=args.max_heldout_examples)
+  print(f"{args.out}/: {meta['train_examples']:,} training examples "
+        f"({meta['train_tokens']:,} tokens), {meta['heldout_examples']:,} "
+        f"held-out ({meta['eval_source']}); files {meta['file_bytes']}")
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                              allow_abbrev=False)
+  p.add_argument("--wheels", action="store_true",
+                 help=f"download the slot's wheels into {WHEELS_DIR}/")
+  p.add_argument("--data-dir", default="",
+                 help="a data dir with pretrain_tfrecords/ to export")
+  p.add_argument("--pretrain-tfrecords", default="",
+                 help="the shards' glob, if not DATA_DIR/pretrain_tfrecords")
+  p.add_argument("--max-seq-length", type=int, default=128)
+  p.add_argument("--out", default=DATA_DIR)
+  p.add_argument("--max-train-mb", type=float, default=40.0,
+                 help="uint16 ids before compression (40: ~20M positions)")
+  p.add_argument("--max-heldout-examples", type=int, default=4096)
+  args = p.parse_args(argv)
+  if not args.wheels and not (args.data_dir or args.pretrain_tfrecords):
+    p.error("nothing to do: give --wheels and/or --data-dir")
+  os.chdir(ROOT)
+  if args.wheels:
+    download_wheels(WHEELS_DIR)
+  if args.data_dir or args.pretrain_tfrecords:
+    export_data(args)
+  size = carried_bytes([d for d in (WHEELS_DIR, args.out)
+                        if os.path.isdir(d)])
+  print(f"a run carrying {WHEELS_DIR} and {args.out} sends "
+        f"{size / 2 ** 20:.1f} MiB of the slot's 64 MiB" +
+        ("" if size <= CARRY_LIMIT else ": TOO MUCH, export less"))
+  return 0 if size <= CARRY_LIMIT else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())

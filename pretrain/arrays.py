@@ -1,0 +1,249 @@
+"""Pretraining examples as compact NumPy arrays: the TensorFlow-free input
+path of the JAX driver (pretrain/jax_trainer.py) on machines without
+TensorFlow, such as the GPU slot (docs/gpu_slot.md).
+
+`export` (on a machine with TensorFlow) reads a dataset's TFRecords, the
+training shards and the held-out ones, into a folder:
+  arrays.json   the dataset's metadata (vocab_size, special_ids,
+                max_seq_length, ...) and what was exported
+  train.npz     input_ids uint16 [N, T]; num_tokens, segment_a uint16 [N]
+  heldout.npz   the same for the held-out documents (pretraining's eval)
+Per example, input_mask is 1 at positions < num_tokens and segment_ids is 1
+at positions in [segment_a, num_tokens): the layout build_pretraining_
+dataset.py (and the original release) writes, `[CLS] A [SEP] B [SEP]` then
+padding. Export checks this exactly, so `unpack` gives the TFRecords'
+features back bit for bit; ~40 MB holds ~20M token positions.
+
+`load` and `unpack` need NumPy and keras.ops only: the JAX driver keeps the
+arrays on its devices and unpacks and masks (pretrain/masking.py, noise
+drawn in its jitted step) each batch there.
+"""
+
+import json
+import os
+
+import numpy as np
+from keras import ops
+
+from util import storage
+from util.errors import UserError
+
+META = "arrays.json"
+SPLITS = ("train", "heldout")
+FORMAT = "electra-pretraining-arrays"
+COLUMNS = ("input_ids", "num_tokens", "segment_a")
+
+
+class Arrays:
+  """A loaded folder: `meta` (dict) and, per split, {column: array}."""
+
+  def __init__(self, meta, splits, path=""):
+    self.meta, self.splits, self.path = meta, splits, path
+
+  @property
+  def train(self):
+    return self.splits["train"]
+
+  @property
+  def heldout(self):
+    return self.splits["heldout"]
+
+  def num_examples(self, split="train"):
+    return len(self.splits[split]["input_ids"])
+
+  def check(self, config):
+    """Fills config.vocab_size from the arrays; a mismatch is a UserError
+    (as pretrain/data.py's check_metadata for TFRecords)."""
+    meta, where = self.meta, self.path or "the arrays"
+    if meta["max_seq_length"] != config.max_seq_length:
+      raise UserError(
+          f"max_seq_length {config.max_seq_length} disagrees with the "
+          f"arrays ({meta['max_seq_length']}, {where}); set max_seq_length "
+          f"to {meta['max_seq_length']} or export other data")
+    if config.vocab_size is None:
+      config.vocab_size = meta["vocab_size"]
+    elif config.vocab_size != meta["vocab_size"]:
+      raise UserError(f"vocab_size {config.vocab_size} disagrees with the "
+                      f"arrays ({meta['vocab_size']}, {where})")
+    for split in SPLITS:
+      if not self.num_examples(split):
+        raise UserError(f"{where} holds no {split} examples")
+
+
+def synthetic(num_examples, seq_length, vocab_size, seed=0,
+              special_ids=None, heldout_examples=0):
+  """Random full-length `[CLS] A [SEP] B [SEP]` examples over BERT's special
+  ids: for timing steps (benchmarks/jax_throughput.py), not for learning."""
+  ids = dict(special_ids or {"pad": 0, "unk": 100, "cls": 101, "sep": 102,
+                             "mask": 103})
+  rng = np.random.default_rng(seed)
+  dtype = np.uint16 if vocab_size <= 2 ** 16 else np.uint32
+  first = max(ids.values()) + 1
+  half = seq_length // 2
+
+  def split(n):
+    input_ids = rng.integers(first, vocab_size, (n, seq_length)).astype(dtype)
+    input_ids[:, 0] = ids["cls"]
+    input_ids[:, [half - 1, seq_length - 1]] = ids["sep"]
+    return {"input_ids": input_ids,
+            "num_tokens": np.full(n, seq_length, np.uint16),
+            "segment_a": np.full(n, half, np.uint16)}
+
+  meta = {"format": FORMAT, "vocab_size": vocab_size, "special_ids": ids,
+          "max_seq_length": seq_length, "vocab_file": "",
+          "eval_source": "synthetic"}
+  return Arrays(meta, {"train": split(num_examples),
+                       "heldout": split(heldout_examples or num_examples)},
+                "synthetic arrays")
+
+
+def unpack(rows):
+  """{input_ids, num_tokens, segment_a} rows -> int32 `input_ids`,
+  `input_mask`, `segment_ids` [B, T], as pretrain/data.py parses them."""
+  ids = ops.cast(rows["input_ids"], "int32")
+  positions = ops.arange(ops.shape(ids)[1], dtype="int32")[None, :]
+  num_tokens = ops.cast(rows["num_tokens"], "int32")[:, None]
+  segment_a = ops.cast(rows["segment_a"], "int32")[:, None]
+  real = positions < num_tokens
+  return {"input_ids": ids, "input_mask": ops.cast(real, "int32"),
+          "segment_ids": ops.cast(ops.logical_and(real,
+                                                  positions >= segment_a),
+                                  "int32")}
+
+
+def batch_rows(seed, num_examples, batch, first_step, steps):
+  """The examples of training steps first_step.. (int32 [steps, batch]):
+  a new permutation of all examples each epoch, seeded by (seed, epoch),
+  so any step's batch is known without replaying the ones before."""
+  flat = np.arange(first_step * batch, (first_step + steps) * batch)
+  epochs, within = flat // num_examples, flat % num_examples
+  out = np.empty_like(flat)
+  for epoch in np.unique(epochs):
+    picked = epochs == epoch
+    order = np.random.default_rng([seed, int(epoch)]).permutation(
+        num_examples)
+    out[picked] = order[within[picked]]
+  return out.reshape(steps, batch).astype(np.int32)
+
+
+def pack(input_ids, input_mask, segment_ids, vocab_size, where=""):
+  """The compact columns of parsed features (NumPy [B, T]); a UserError
+  when the mask or segments are not of the layout `unpack` rebuilds."""
+  input_ids = np.asarray(input_ids)
+  input_mask = np.asarray(input_mask)
+  segment_ids = np.asarray(segment_ids)
+  dtype = np.uint16 if vocab_size <= 2 ** 16 else np.uint32
+  num_tokens = input_mask.sum(axis=1)
+  first_b = np.where(segment_ids.any(axis=1), segment_ids.argmax(axis=1),
+                     num_tokens)
+  packed = {"input_ids": input_ids.astype(dtype),
+            "num_tokens": num_tokens.astype(np.uint16),
+            "segment_a": first_b.astype(np.uint16)}
+  back = {k: np.asarray(v) for k, v in unpack(packed).items()}
+  if not (np.array_equal(back["input_mask"], input_mask) and
+          np.array_equal(back["segment_ids"], segment_ids) and
+          np.array_equal(back["input_ids"], input_ids)):
+    raise UserError(f"{where}: examples whose input_mask is not a prefix "
+                    "of ones or whose segment_ids are not 0s then 1s "
+                    "cannot be packed into arrays")
+  return packed
+
+
+def load(path):
+  """The Arrays in folder `path` (written by `export`)."""
+  meta_path = os.path.join(path, META)
+  if not storage.exists(meta_path):
+    raise UserError(f"no pretraining arrays at {path} ({META} missing): "
+                    "export them with prepare_gpu_slot.py --data-dir "
+                    "DATA_DIR")
+  meta = json.loads(storage.read_text(meta_path))
+  if meta.get("format") != FORMAT:
+    raise UserError(f"{meta_path} is not an {FORMAT} file")
+  splits = {}
+  for split in SPLITS:
+    file = os.path.join(path, f"{split}.npz")
+    if not storage.exists(file):
+      raise UserError(f"{file} is missing")
+    with storage.open_file(file, "rb") as f:
+      with np.load(f, allow_pickle=False) as data:
+        missing = [c for c in COLUMNS if c not in data.files]
+        if missing:
+          raise UserError(f"{file} lacks {', '.join(missing)}")
+        splits[split] = {c: data[c] for c in COLUMNS}
+  return Arrays(meta, splits, path)
+
+
+def _read_split(files, seq_length, vocab_size):
+  """Every example of `files` (TFRecords), packed, in file order."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from pretrain import data  # pylint: disable=g-import-not-at-top
+  columns = {c: [] for c in COLUMNS}
+  records = tf.data.TFRecordDataset(files).batch(4096)
+  try:
+    for batch in records:
+      parsed = {k: v.numpy() for k, v in
+                data._parse_batch(batch, seq_length).items()}  # noqa
+      packed = pack(parsed["input_ids"], parsed["input_mask"],
+                    parsed["segment_ids"], vocab_size, where=files[0])
+      for c in COLUMNS:
+        columns[c].append(packed[c])
+  except tf.errors.OpError as e:
+    raise UserError(f"cannot read the TFRecords: "
+                    f"{data.damage(e.message)}") from None
+  if not columns["input_ids"]:
+    return {c: np.zeros((0, seq_length) if c == "input_ids" else (0,),
+                        np.uint16) for c in COLUMNS}
+  return {c: np.concatenate(v) for c, v in columns.items()}
+
+
+def _subset(split, limit, seed):
+  """At most `limit` examples, drawn without replacement (in file order)."""
+  n = len(split["input_ids"])
+  if not limit or n <= limit:
+    return split
+  keep = np.sort(np.random.default_rng(seed).choice(n, limit, replace=False))
+  return {c: v[keep] for c, v in split.items()}
+
+
+def export(config, out_dir, max_train_mb=40.0, max_heldout_examples=4096,
+           compress=True):
+  """Writes the arrays of config's dataset (its TFRecords, as
+  run_pretraining.py finds them: pretrain_tfrecords or data_dir) to
+  out_dir; at most max_train_mb MB of training ids (uint16 positions,
+  drawn at random when there are more). Returns arrays.json's dict."""
+  from pretrain import data  # pylint: disable=g-import-not-at-top (TF)
+  meta = data.load_metadata(config)
+  data.check_metadata(meta, config)
+  seq = meta["max_seq_length"]
+  vocab_size = meta["vocab_size"]
+  bytes_per_id = 2 if vocab_size <= 2 ** 16 else 4
+  train = _read_split(meta["files"], seq, vocab_size)
+  limit = int(max_train_mb * 1e6 // (bytes_per_id * seq)) if max_train_mb else 0
+  train = _subset(train, limit, config.seed)
+  heldout = _read_split(meta["eval_files"], seq, vocab_size)
+  heldout = _subset(heldout, max_heldout_examples, config.seed + 1)
+  storage.makedirs(out_dir)
+  save = np.savez_compressed if compress else np.savez
+  sizes = {}
+  for split, columns in (("train", train), ("heldout", heldout)):
+    path = os.path.join(out_dir, f"{split}.npz")
+    with storage.open_file(path, "wb") as f:
+      save(f, **columns)
+    sizes[split] = storage.size(path)
+  keep = ("tokenizer", "vocab_size", "do_lower_case", "special_ids",
+          "max_seq_length", "num_examples", "num_heldout_examples")
+  vocab_file = meta.get("vocab_file") or config.vocab_file
+  if vocab_file and not os.path.isabs(vocab_file) and "://" not in vocab_file:
+    vocab_file = os.path.join(os.path.dirname(meta["files"][0]), vocab_file)
+  out = {"format": FORMAT, **{k: meta[k] for k in keep if k in meta},
+         "source": os.path.dirname(meta["files"][0]),
+         "vocab_file": os.path.abspath(vocab_file) if vocab_file and (
+             "://" not in vocab_file) else vocab_file,
+         "eval_source": meta["eval_source"],
+         "train_examples": int(len(train["input_ids"])),
+         "train_tokens": int(train["num_tokens"].astype(np.int64).sum()),
+         "heldout_examples": int(len(heldout["input_ids"])),
+         "file_bytes": sizes}
+  storage.write_text_atomic(os.path.join(out_dir, META),
+                            json.dumps(out, indent=2) + "\n")
+  return out

@@ -1,0 +1,395 @@
+"""The TensorFlow-free pretraining driver: the same objective models under
+KERAS_BACKEND=jax, fed from NumPy arrays (pretrain/arrays.py).
+
+What it shares with the TensorFlow driver (pretrain/trainer.py): the
+config (pretrain/config.py), the objective models (pretrain/objectives,
+built by `build_model`), the masking (pretrain/masking.py `mask_batch`,
+its noise drawn here inside the jitted step), the optimizer and schedule
+(training/optimization.py: AdamW or LAMB, WarmupPolynomialDecay, no decay
+for LayerNorm and biases), global-norm clipping, the eval metrics of each
+objective (`eval_metrics`) and the FLOPs accounting (pretrain/flops.py).
+What it does its own way, as JAX wants it:
+  * one jitted function runs `chunk` steps (lax.scan): gather the batch's
+    rows from the arrays kept on the devices, unpack and mask them,
+    value_and_grad of `model.stateless_call`, clip, and the optimizer's
+    `stateless_apply`; the host only hands over the rows' indices;
+  * the schedule's total and warmup steps are arguments of that function,
+    so the same compiled step can be timed first and then run for a
+    number of steps chosen from its speed (run_gpu_slot.py);
+  * data parallelism over all local devices with keras.distribution
+    (DataParallel: variables replicated, each batch split on its first
+    axis; XLA sums the gradients);
+  * weights are written as .npz shards (interop/npz_weights.py) that
+    --init-checkpoint reads on the CPU; no resumable checkpoints.
+Two-stage training (a schedule of the objective's own) and a unigram
+generator (the dataset's token counts) are the TensorFlow driver's only.
+"""
+
+import dataclasses
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+
+from interop import npz_weights
+from interop.weights import export_weights
+from interop.weights import networks
+from pretrain import arrays as arrays_lib
+from pretrain import flops
+from pretrain import masking
+from pretrain.objectives import build_model
+from training import optimization
+from util.errors import UserError
+
+
+def resolve_precision(config, devices):
+  """'auto': bfloat16 on GPUs and TPUs, float32 on CPUs."""
+  if config.mixed_precision == "auto":
+    return ("bfloat16" if devices[0].platform in ("gpu", "cuda", "tpu")
+            else "float32")
+  if config.mixed_precision == "float16":
+    raise UserError("mixed_precision float16 needs loss scaling, which the "
+                    "JAX driver does not do: use bfloat16 or float32")
+  return config.mixed_precision
+
+
+def _global_norm(grads):
+  return jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32)))
+                      for g in grads))
+
+
+class JaxTrainer:
+  """Model, optimizer, device-resident data and jitted steps for a
+  PretrainingConfig over loaded pretrain/arrays.py Arrays."""
+
+  def __init__(self, config, arrays, devices=None, log=print):
+    self.config, self.arrays, self.log = config, arrays, log
+    if keras.backend.backend() != "jax":
+      raise UserError("the JAX driver needs KERAS_BACKEND=jax")
+    arrays.check(config)
+    if config.unigram_generator:
+      raise UserError("unigram_generator needs the dataset's token counts: "
+                      "use run_pretraining.py (TensorFlow)")
+    self.devices = list(devices or jax.devices())
+    n = len(self.devices)
+    for name in ("train_batch_size", "eval_batch_size"):
+      if getattr(config, name) % n:
+        raise UserError(f"{name} {getattr(config, name)} is not divisible "
+                        f"by the {n} devices")
+    self.precision = resolve_precision(config, self.devices)
+    keras.mixed_precision.set_dtype_policy(
+        {"float32": "float32", "bfloat16": "mixed_bfloat16"}[self.precision])
+    self.distribution = None
+    if n > 1:
+      self.distribution = keras.distribution.DataParallel(
+          devices=self.devices)
+    keras.distribution.set_distribution(self.distribution)
+    keras.utils.set_random_seed(config.seed)
+    special = arrays.meta["special_ids"]
+    self.model = build_model(config, None, special.values())
+    self.model.build_variables()
+    if self.model.schedule_boundaries():
+      raise UserError(f"{config.training_algorithm} training switches what "
+                      "trains mid-run: use run_pretraining.py (TensorFlow)")
+    # A float learning rate is an optimizer variable, which the step sets
+    # from the shared schedule with a traced number of total steps.
+    self.optimizer = optimization.create_optimizer(
+        config, schedule=float(config.learning_rate))
+    optimization.build_optimizer(self.optimizer,
+                                 self.model.trainable_variables)
+    names = [v.name for v in self.optimizer.variables]
+    self._lr_index = names.index("learning_rate")
+    self._iteration_index = names.index("iteration")
+    self.mask_config = masking.config_from(config, arrays.meta)
+    self.log_keys = tuple(self.model.LOG_KEYS)
+    self.eval_keys = self.log_keys + tuple(self.model.EVAL_KEYS)
+    self.data = {split: {c: self._replicated(v) for c, v in columns.items()}
+                 for split, columns in arrays.splits.items()}
+    # Placed (committed) as the jitted steps return them: one compile.
+    self.initial_state = self.state = tuple(
+        [self._replicated(v.value) for v in variables] for variables in (
+            self.model.trainable_variables,
+            self.model.non_trainable_variables, self.optimizer.variables))
+    self.step = 0
+    self._chunks, self._eval_fn = {}, None
+    self.train_key = jax.random.PRNGKey(config.seed)
+    self.eval_key = jax.random.PRNGKey(config.seed + 1)
+
+  # ------------------------------------------------------------ layout
+  def _replicated(self, array):
+    if self.distribution is None:
+      return jax.device_put(array, self.devices[0])
+    layout = keras.distribution.TensorLayout(
+        [None] * np.ndim(array), self.distribution.device_mesh)
+    return keras.distribution.distribute_tensor(array, layout)
+
+  def _split_batch(self, features):
+    """Inside the step: each tensor split over the devices by rows."""
+    if self.distribution is None:
+      return features
+    return {k: keras.distribution.distribute_tensor(
+        v, self.distribution.get_data_layout(v.shape))
+            for k, v in features.items()}
+
+  # -------------------------------------------------------------- data
+  def _features(self, split, rows, key, batch_number):
+    """Masked features of `rows` of a split, noise from (key, number)."""
+    columns = self.data[split]
+    features = arrays_lib.unpack(
+        {c: jnp.take(v, rows, axis=0) for c, v in columns.items()})
+    batch = rows.shape[0]
+    noise = jax.random.uniform(
+        jax.random.fold_in(key, batch_number),
+        (masking.NUM_NOISE, batch, self.mask_config.max_predictions))
+    return self._split_batch(
+        masking.mask_batch(features, self.mask_config, noise))
+
+  def train_rows(self, first_step, steps):
+    """Indices [steps, batch] of the training examples of those steps."""
+    return arrays_lib.batch_rows(self.config.seed,
+                                 self.arrays.num_examples("train"),
+                                 self.config.train_batch_size, first_step,
+                                 steps)
+
+  # -------------------------------------------------------------- step
+  def _train_step(self, state, step, rows, total_steps, warmup_steps):
+    config, model = self.config, self.model
+    trainable, fixed, opt_vars = state
+    features = self._features("train", rows, self.train_key, step)
+
+    def loss_fn(trainable, fixed):
+      outputs, fixed = model.stateless_call(trainable, fixed, features,
+                                            training=True)
+      logs = {k: outputs[k].astype(jnp.float32) for k in self.log_keys}
+      return outputs["loss"], (fixed, logs)
+
+    (_, (fixed, logs)), grads = jax.value_and_grad(
+        loss_fn, has_aux=True)(trainable, fixed)
+    norm = _global_norm(grads)
+    if config.clip_norm > 0:  # tf.clip_by_global_norm, as the TF driver
+      scale = config.clip_norm / jnp.maximum(norm, config.clip_norm)
+      grads = [g * scale.astype(g.dtype) for g in grads]
+    schedule = optimization.WarmupPolynomialDecay(
+        config.learning_rate, total_steps, warmup_steps,
+        config.lr_decay_power, config.warmup_scales_decay)
+    opt_vars = list(opt_vars)
+    opt_vars[self._lr_index] = schedule(
+        opt_vars[self._iteration_index]).astype(
+            opt_vars[self._lr_index].dtype)
+    new_trainable, new_opt = self.optimizer.stateless_apply(
+        opt_vars, grads, trainable)
+    finite = jnp.isfinite(norm)
+    if config.skip_nonfinite_steps:  # keep the weights; the step counts
+      keep = lambda new, old: [jnp.where(finite, a, b)  # noqa: E731
+                               for a, b in zip(new, old)]
+      new_trainable = keep(new_trainable, trainable)
+      iteration = new_opt[self._iteration_index]
+      new_opt = keep(new_opt, opt_vars)
+      new_opt[self._iteration_index] = iteration
+    logs["grad_norm"] = norm
+    return (new_trainable, fixed, new_opt), logs, finite
+
+  def _chunk_fn(self, steps):
+    if steps not in self._chunks:
+      self._chunks[steps] = self._chunk_jit(steps)
+    return self._chunks[steps]
+
+  def _chunk_jit(self, steps):
+    """jit: `steps` training steps; returns the state, the sums of the
+    logs over finite steps and the number of finite steps."""
+    def run(state, first_step, rows, total_steps, warmup_steps):
+      def body(carry, xs):
+        state, sums, finite_steps = carry
+        step, step_rows = xs
+        state, logs, finite = self._train_step(state, step, step_rows,
+                                               total_steps, warmup_steps)
+        sums = {k: sums[k] + jnp.where(finite, v, 0.0)
+                for k, v in logs.items()}
+        return (state, sums, finite_steps + finite.astype(jnp.float32)), None
+
+      zeros = {k: jnp.zeros((), jnp.float32)
+               for k in self.log_keys + ("grad_norm",)}
+      numbers = first_step + jnp.arange(steps, dtype=jnp.int32)
+      (state, sums, finite_steps), _ = jax.lax.scan(
+          body, (state, zeros, jnp.zeros((), jnp.float32)), (numbers, rows))
+      return state, sums, finite_steps
+
+    return jax.jit(run)
+
+  def _run_chunk(self, state, first_step, steps, total_steps):
+    """`steps` steps of a run of total_steps (the config's warmup)."""
+    rows = self._replicated(self.train_rows(first_step, steps))
+    return self._chunk_fn(steps)(
+        state, jnp.int32(first_step), rows, jnp.float32(total_steps),
+        jnp.float32(self.config.num_warmup_steps))
+
+  # ----------------------------------------------------------- compile
+  def lower(self, chunk):
+    """The jitted chunk of `chunk` steps and the eval step, traced and
+    lowered here for the arguments the calls pass: {"train", "eval"}.
+    Their .compile() releases the GIL, so several trainers' compilations
+    can run in threads (run_gpu_slot.py); `install` then uses them."""
+    state = self.initial_state
+    rows = self._replicated(self.train_rows(0, chunk))
+    train = self._chunk_jit(chunk).lower(
+        state, jnp.int32(0), rows, jnp.float32(1), jnp.float32(0))
+    eval_rows = self._replicated(np.zeros(self.config.eval_batch_size,
+                                          np.int32))
+    evaluate = self._eval_jit().lower(state[0], state[1], eval_rows,
+                                      jnp.int32(0))
+    return {"train": train, "eval": evaluate}
+
+  def install(self, chunk, compiled):
+    """Uses executables compiled from `lower(chunk)`."""
+    self._chunks[chunk] = compiled["train"]
+    self._eval_fn = compiled["eval"]
+
+  # ------------------------------------------------------------ timing
+  def measure(self, chunk, calls=3, total_steps=None):
+    """Times `calls` chunks of `chunk` steps from the initial weights
+    (after one call that compiles); the trainer's state is unchanged.
+    Returns first_call_s (with the compile, unless `install`ed), step_s
+    (best call) and the last chunk's loss."""
+    total = total_steps or self.config.num_train_steps
+    start = time.perf_counter()
+    state, sums, finite = self._run_chunk(self.initial_state, 0, chunk, total)
+    jax.block_until_ready(sums)
+    first_call_s = time.perf_counter() - start
+    times = []
+    for i in range(calls):
+      start = time.perf_counter()
+      state, sums, finite = self._run_chunk(state, (i + 1) * chunk, chunk,
+                                            total)
+      jax.block_until_ready(sums)
+      times.append((time.perf_counter() - start) / chunk)
+    step_s = min(times)
+    batch = self.config.train_batch_size
+    return {"first_call_s": first_call_s, "step_s": step_s,
+            "steps_per_s": 1 / step_s, "seq_per_s": batch / step_s,
+            "loss": float(sums["loss"]) / max(float(finite), 1.0),
+            "chunk": chunk, "calls": calls}
+
+  # ----------------------------------------------------------- training
+  def train(self, num_steps=None, chunk=None, deadline=None):
+    """Trains from the current step to num_steps (default the config's),
+    `chunk` steps a host call; stops early after a chunk that ends past
+    `deadline` (time.time()). Returns one dict per chunk."""
+    config = self.config
+    total = num_steps or config.num_train_steps
+    config.num_train_steps = total
+    chunk = chunk or config.iterations_per_loop
+    batch = config.train_batch_size
+    self.log(f"training {self.model.name} ({self.precision}, "
+             f"{len(self.devices)} device(s): {self.devices[0].device_kind}, "
+             f"{count_params(self.model):,} parameters) from step "
+             f"{self.step} to {total}")
+    self.log(f"FLOPs: {flops.train_flops_per_step(config):.3g} per step, "
+             f"{flops.total_train_flops(config):.3g} for the whole run "
+             "(ELECTRA appendix E convention)")
+    history, start = [], time.time()
+    while self.step < total:
+      n = min(chunk, total - self.step)
+      t0 = time.time()
+      self.state, sums, finite = self._run_chunk(self.state, self.step, n,
+                                                 total)
+      finite = float(finite)
+      sums = {k: float(v) for k, v in sums.items()}
+      elapsed = time.time() - t0
+      self.step += n
+      if finite < n and not config.skip_nonfinite_steps:
+        raise UserError(f"non-finite loss or gradients at step "
+                        f"{self.step - n + 1}-{self.step}; nothing saved. "
+                        "Try a lower learning_rate")
+      logs = {k: v / max(finite, 1.0) for k, v in sums.items()}
+      entry = {"step": self.step, **logs, "lr": self.learning_rate(),
+               "seq_per_s": n * batch / max(elapsed, 1e-9),
+               "elapsed_s": time.time() - start,
+               "skipped_steps": n - finite}
+      history.append(entry)
+      self.log(" | ".join(
+          [f"step {self.step}/{total}"] +
+          [f"{k} {v:.4f}" for k, v in logs.items()] +
+          [f"lr {entry['lr']:.3g}", f"{entry['seq_per_s']:.1f} seq/s",
+           f"{entry['elapsed_s']:.0f}s"]))
+      if deadline is not None and time.time() > deadline:
+        self.log(f"stopping at step {self.step}: past the deadline")
+        break
+    return history
+
+  def learning_rate(self, step=None):
+    config = self.config
+    return float(optimization.WarmupPolynomialDecay(
+        config.learning_rate, config.num_train_steps,
+        config.num_warmup_steps, config.lr_decay_power,
+        config.warmup_scales_decay)(self.step if step is None else step))
+
+  # --------------------------------------------------------------- eval
+  def evaluate(self, num_steps=None):
+    """The objective's eval metrics over num_steps held-out batches (the
+    same masks every call: noise from seed + 1 and the batch number)."""
+    config, model = self.config, self.model
+    steps = num_steps or config.num_eval_steps
+    batch = config.eval_batch_size
+    n = self.arrays.num_examples("heldout")
+    if self._eval_fn is None:
+      self._eval_fn = self._eval_jit()
+    trainable, fixed, _ = self.state
+    collected = {k: [] for k in self.eval_keys}
+    for i in range(steps):
+      rows = np.arange(i * batch, (i + 1) * batch) % n
+      out, fixed = self._eval_fn(trainable, fixed,
+                                 self._replicated(rows.astype(np.int32)),
+                                 jnp.int32(i))
+      for k, v in out.items():
+        v = np.asarray(v, np.float32 if np.issubdtype(
+            np.asarray(v).dtype, np.floating) else None)
+        collected[k].append(v.reshape(1) if v.ndim == 0 else v)
+    results = model.eval_metrics(
+        {k: np.concatenate(v) for k, v in collected.items()})
+    results["global_step"] = self.step
+    return results
+
+  def _eval_jit(self):
+    """jit: one eval batch's outputs (EVAL_KEYS and LOG_KEYS)."""
+    def run(trainable, fixed, rows, number):
+      features = self._features("heldout", rows, self.eval_key, number)
+      outputs, fixed = self.model.stateless_call(trainable, fixed, features,
+                                                 training=False)
+      return {k: outputs[k] for k in self.eval_keys}, fixed
+    return jax.jit(run)
+
+  # ------------------------------------------------------------ weights
+  def sync_model(self):
+    """Writes the trained state into the Keras model's variables."""
+    trainable, fixed, opt = self.state
+    for variable, value in zip(self.model.trainable_variables, trainable):
+      variable.assign(value)
+    for variable, value in zip(self.model.non_trainable_variables, fixed):
+      variable.assign(value)
+    for variable, value in zip(self.optimizer.variables, opt):
+      variable.assign(value)
+
+  def save(self, directory, dtype="float32",
+           max_shard_bytes=npz_weights.MAX_SHARD_BYTES, extra=None):
+    """The networks' weights as .npz shards + weights.json (the config,
+    with the vocabulary the arrays came with); returns the paths."""
+    self.sync_model()
+    weights = {role: export_weights(self.model, role)
+               for role in networks(self.model)}
+    config = dataclasses.replace(
+        self.config, vocab_file=self.arrays.meta.get("vocab_file", "") or
+        self.config.vocab_file,
+        do_lower_case=self.arrays.meta.get("do_lower_case",
+                                           self.config.do_lower_case))
+    values = json.loads(json.dumps(dataclasses.asdict(config)))
+    return npz_weights.write(directory, weights, values, dtype=dtype,
+                             max_shard_bytes=max_shard_bytes, step=self.step,
+                             extra={"trained_by": "pretrain/jax_trainer.py",
+                                    **(extra or {})})
+
+
+def count_params(model):
+  return int(sum(np.prod(v.shape) for v in model.trainable_variables))

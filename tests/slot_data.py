@@ -1,0 +1,54 @@
+"""A tiny pretraining dataset (TFRecords with held-out shards, from the
+sample corpus and its 7.5k vocabulary) and its pretrain/arrays.py export,
+for the TensorFlow-free JAX path's tests."""
+
+import os
+import shutil
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEQ = 32
+# A micro model: compiles fast under JAX on a CPU.
+MICRO = {"model_size": "tiny",
+         "model_hparam_overrides": {"hidden_size": 32, "intermediate_size": 64,
+                                    "num_attention_heads": 2,
+                                    "embedding_size": 16}}
+
+
+def build_data(root):
+  """DATA_DIR with pretrain_tfrecords/ (training and held-out shards)."""
+  import build_pretraining_dataset  # pylint: disable=g-import-not-at-top
+  os.makedirs(root, exist_ok=True)
+  vocab = os.path.join(root, "vocab.txt")
+  shutil.copy(os.path.join(ROOT, "sample_data", "vocab_8k.txt"), vocab)
+  code = build_pretraining_dataset.main([
+      "--corpus-dir", os.path.join(ROOT, "sample_data", "corpus"),
+      "--vocab-file", vocab,
+      "--output-dir", os.path.join(root, "pretrain_tfrecords"),
+      "--max-seq-length", str(SEQ), "--max-docs", "16",
+      "--num-out-files", "3", "--heldout-fraction", "0.25"])
+  assert code in (0, None)
+  return root
+
+
+def export_arrays(data_dir, out, **kwargs):
+  from pretrain import arrays  # pylint: disable=g-import-not-at-top
+  from pretrain.config import PretrainingConfig  # pylint: disable=g-import-not-at-top
+  config = PretrainingConfig(data_dir=data_dir, model_name="export",
+                             max_seq_length=SEQ)
+  config.resolve()
+  return arrays.export(config, out, **kwargs)
+
+
+BLOCKER = 'raise ImportError("tensorflow is blocked: the GPU slot has none")\n'
+
+
+def slot_env(tmp, **extra):
+  """The slot's environment here: JAX on the CPU, keras as installed, and
+  a `tensorflow` package on the path that refuses to import."""
+  blocked = os.path.join(tmp, "blocked")
+  os.makedirs(os.path.join(blocked, "tensorflow"), exist_ok=True)
+  with open(os.path.join(blocked, "tensorflow", "__init__.py"), "w") as f:
+    f.write(BLOCKER)
+  return dict(os.environ, PYTHONPATH=f"{blocked}:{ROOT}", JAX_PLATFORMS="cpu",
+              SLOT_PYTHON=sys.executable, **extra)

@@ -1,0 +1,132 @@
+"""The GPU slot's prepared command (gpu_slot.sh -> run_gpu_slot.py), end to
+end on the CPU with a micro model in bf16 mixed precision, TensorFlow
+blocked as on the slot; the weights it returns load on the CPU side
+(--init-checkpoint)."""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from interop import npz_weights
+from interop.weights import export_weights
+from loading import sources
+from loading.runs import restore_model
+from tests import slot_data
+
+ROOT = slot_data.ROOT
+slot_env = slot_data.slot_env
+
+
+def run_slot(env, *flags, timeout=900):
+  return subprocess.run(["bash", os.path.join(ROOT, "gpu_slot.sh"), *flags],
+                        env=env, capture_output=True, text=True,
+                        timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def slot_run(tmp_path_factory):
+  root = tmp_path_factory.mktemp("slot")
+  data_dir = slot_data.build_data(str(root / "data"))
+  slot_data.export_arrays(data_dir, str(root / "arrays"))
+  out = str(root / "out")
+  env = slot_env(str(root), OUT=out, SLOT_USE_INSTALLED_KERAS="1",
+                 SLOT_DATA=str(root / "arrays"))
+  done = run_slot(
+      env, "--size", "tiny", "--batch", "8", "--chunk", "5",
+      "--measure-calls", "1", "--train-seconds", "8", "--eval-steps", "2",
+      "--hf-steps", "1", "--time-limit", "1200", "--precision", "bfloat16",
+      "--hparams", json.dumps(slot_data.MICRO))
+  assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+  with open(os.path.join(out, "slot.json")) as f:
+    return out, json.load(f), done.stdout
+
+
+def test_the_command_measures_trains_and_reports(slot_run):
+  out, result, stdout = slot_run
+  assert result["tensorflow_imported"] is False
+  assert result["platform"] == "cpu" and result["peak_bf16_tflops"] > 0
+  hf = result["hf_pytorch_electra"]
+  assert "step_s" in hf or "error" in hf
+  by_name = {e["objective"]: e for e in result["objectives"]}
+  assert sorted(by_name) == ["electra", "mlm"]
+  for e in by_name.values():
+    assert e["precision"] == "bfloat16"  # the slot's mixed precision
+    assert e["steps"] == e["planned_steps"] > 0 and e["steps"] % 5 == 0
+    assert e["seq_per_s"] > 0 and 0 < e["mfu"] < 1
+    assert np.isfinite(e["last_train_logs"]["loss"])
+    assert e["warmup_steps"] == round(0.1 * e["steps"])
+  # Equal FLOPs, up to the last chunk of steps.
+  flops = [e["train_flops"] for e in by_name.values()]
+  chunk_flops = max(5 * e["train_flops_per_step"] for e in by_name.values())
+  assert abs(flops[0] - flops[1]) <= chunk_flops
+  assert 0 <= by_name["electra"]["eval"]["disc_auc"] <= 1
+  assert "masked_lm_accuracy" in by_name["mlm"]["eval"]
+  if "step_s" in hf:
+    assert by_name["electra"]["speedup_vs_hf_pytorch"] > 0
+  assert "MFU" in stdout and "targets:" in stdout
+  # What comes back from a slot: at most 8 files of 16 MiB, 2 folders deep.
+  files = [os.path.join(b, f) for b, _, fs in os.walk(out) for f in fs]
+  assert len(files) <= 8
+  assert all(os.path.getsize(f) <= 16 * 2 ** 20 for f in files)
+  assert os.path.isfile(os.path.join(out, "slot.log"))
+  assert {os.path.relpath(os.path.dirname(f), out) for f in files} == {
+      ".", "electra_tiny", "bert_tiny"}
+
+
+@pytest.mark.parametrize("folder,objective,roles", [
+    ("electra_tiny", "electra", ["discriminator", "generator"]),
+    ("bert_tiny", "mlm", ["generator"])])
+def test_returned_weights_load_for_fine_tuning(slot_run, folder, objective,
+                                               roles):
+  path = os.path.join(slot_run[0], folder)
+  source = sources.open_source(path)
+  assert source.kind == "npz" and source.config.objective == objective
+  assert source.config.model_hparam_overrides["hidden_size"] == 32
+  assert os.path.isfile(source.config.vocab_file)
+  manifest, saved = npz_weights.read(path)
+  assert manifest["dtype"] == "float16" and sorted(saved) == roles
+  assert manifest["step"] == next(
+      e["steps"] for e in slot_run[1]["objectives"]
+      if e["objective"] == objective)
+  model = restore_model(sources.find_pretrained(path))  # TF, as fine-tuning
+  for role in roles:
+    for name, value in export_weights(model, role).items():
+      np.testing.assert_array_equal(value, saved[role][name], err_msg=name)
+  features = model.dummy_features(2)
+  out = model(features, training=False)
+  assert np.isfinite(float(out["loss"]))
+
+
+def test_the_command_refuses_without_wheels_or_data(tmp_path):
+  env = slot_env(str(tmp_path), OUT=str(tmp_path / "out"),
+                 SLOT_WHEELS=str(tmp_path / "no_wheels"))
+  done = run_slot(env, timeout=60)
+  assert done.returncode == 2
+  assert "no keras wheel" in done.stderr and "prepare_gpu_slot.py" in (
+      done.stderr)
+  env = slot_env(str(tmp_path), OUT=str(tmp_path / "out"),
+                 SLOT_USE_INSTALLED_KERAS="1",
+                 SLOT_DATA=str(tmp_path / "no_data"))
+  done = run_slot(env, timeout=60)
+  assert done.returncode == 2 and "no pretraining arrays" in done.stderr
+  env.pop("OUT")
+  done = run_slot(env, timeout=60)
+  assert done.returncode == 2 and "set OUT" in done.stderr
+
+
+def test_a_failure_keeps_what_was_measured(slot_run, tmp_path):
+  arrays = os.path.join(os.path.dirname(slot_run[0]), "arrays")
+  out = str(tmp_path / "out")
+  env = slot_env(str(tmp_path), OUT=out, SLOT_USE_INSTALLED_KERAS="1",
+                 SLOT_DATA=arrays)
+  done = run_slot(env, "--size", "tiny", "--objectives", "electra,nothing",
+                  "--hf-steps", "0", timeout=300)
+  assert done.returncode == 2
+  assert "error: --hparams file not found" in done.stderr + done.stdout
+  with open(os.path.join(out, "slot.json")) as f:
+    result = json.load(f)
+  assert "nothing_tiny.json" in result["error"]
+  assert result["peak_bf16_tflops"] > 0 and not result["tensorflow_imported"]

@@ -1,0 +1,86 @@
+"""pretrain/jax_trainer.py: data parallel over two (CPU) devices through
+keras.distribution trains as one device does; the schedule in the jitted
+step is training/optimization.py's, with traced step counts."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tests import slot_data
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    import jax
+    import keras
+    from pretrain import arrays
+    from pretrain.config import PretrainingConfig
+    from pretrain.jax_trainer import JaxTrainer
+    from training import optimization
+    path, model_dir, micro = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    assert len(jax.devices()) == 2, jax.devices()
+    loaded = arrays.load(path)
+    results = {}
+    for name, devices in (("one", jax.devices()[:1]), ("two", jax.devices())):
+      config = PretrainingConfig(
+          pretrain_tfrecords=path, model_dir=model_dir, objective="electra",
+          max_seq_length=32, train_batch_size=8, eval_batch_size=8,
+          learning_rate=1e-3, num_warmup_steps=2, num_train_steps=6,
+          num_eval_steps=2, mixed_precision="float32", **micro)
+      config.validate()
+      trainer = JaxTrainer(config, loaded, devices=devices)
+      history = trainer.train(6, chunk=3)
+      trainable, _, opt = trainer.state
+      results[name] = {
+          "losses": [h["loss"] for h in history],
+          "eval": trainer.evaluate(),
+          "weights": float(sum(abs(w).sum() for w in trainable)),
+          "devices": len(trainable[0].sharding.device_set),
+          "lr": float(opt[trainer._lr_index]),
+          "iterations": int(opt[trainer._iteration_index]),
+          "tensorflow": "tensorflow" in sys.modules}
+    results["last_lr"] = float(optimization.WarmupPolynomialDecay(
+        1e-3, 6, 2)(5))
+    print("RESULTS " + json.dumps(results))
+""")
+
+
+@pytest.fixture(scope="module")
+def two_device_run(tmp_path_factory):
+  root = tmp_path_factory.mktemp("dp")
+  data_dir = slot_data.build_data(str(root / "data"))
+  slot_data.export_arrays(data_dir, str(root / "arrays"))
+  env = slot_data.slot_env(str(root), KERAS_BACKEND="jax",
+                 XLA_FLAGS="--xla_force_host_platform_device_count=2")
+  done = subprocess.run(
+      [sys.executable, "-c", SCRIPT, str(root / "arrays"), str(root / "m"),
+       json.dumps(slot_data.MICRO)], env=env, capture_output=True,
+      text=True, timeout=900, cwd=slot_data.ROOT)
+  assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+  line = [l for l in done.stdout.splitlines() if l.startswith("RESULTS ")]
+  return json.loads(line[-1][len("RESULTS "):])
+
+
+def test_two_devices_train_as_one(two_device_run):
+  one, two = two_device_run["one"], two_device_run["two"]
+  assert one["devices"] == 1 and two["devices"] == 2
+  assert len(one["losses"]) == 2 and np.all(np.isfinite(one["losses"]))
+  np.testing.assert_allclose(two["losses"], one["losses"], rtol=1e-4)
+  np.testing.assert_allclose(two["weights"], one["weights"], rtol=1e-4)
+  for key in ("disc_auc", "disc_loss", "masked_lm_loss"):
+    np.testing.assert_allclose(two["eval"][key], one["eval"][key],
+                               rtol=1e-3, err_msg=key)
+  assert not one["tensorflow"] and not two["tensorflow"]
+
+
+def test_the_step_uses_the_shared_schedule(two_device_run):
+  for name in ("one", "two"):
+    run = two_device_run[name]
+    assert run["iterations"] == 6
+    # The rate the last step applied: the schedule at step 5 of 6.
+    np.testing.assert_allclose(run["lr"], two_device_run["last_lr"],
+                               rtol=1e-6)
