@@ -98,8 +98,8 @@ class ComparisonConfig:
       name, _, count = spec.partition(":")
       name = name.strip()
       if name in out:
-        raise UserError(f"objective {name} is named twice in "
-                        f"'{self.objectives}'")
+        raise UserError(f"objective '{name}' is named twice in "
+                        f"--objectives '{self.objectives}'")
       try:
         out[name] = int(count) if count else self.pretrain_seeds
       except ValueError:

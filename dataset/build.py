@@ -558,6 +558,18 @@ def build_dataset(config):
         f"{config.num_out_files} shard(s) -> {config.output_dir}", flush=True)
   start = time.time()
   results = run_jobs(jobs, tokenizer)
+  if (not any(r["examples"] for r in results) and
+      any(r["heldout_examples"] for r in results)):
+    # A corpus of a few documents, all of them hashed into the held-out
+    # share: nothing to train on, so build it whole, without a split.
+    print(f"note: all {sum(r['heldout_docs'] for r in results)} documents "
+          "fell in the held-out share; building without a held-out split",
+          flush=True)
+    for job in jobs:
+      storage.remove(job.heldout_shard[1])
+    config = dataclasses.replace(config, heldout_fraction=0.0)
+    jobs = make_jobs(config, files, vocab)
+    results = run_jobs(jobs, tokenizer)
   seconds = max(time.time() - start, 1e-9)
   if not any(r["examples"] for r in results):
     # No metadata.json: the directory must not look like a finished build.

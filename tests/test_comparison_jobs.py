@@ -127,9 +127,11 @@ def test_a_finished_runs_jobs_come_before_the_next_pretraining(tmp_path, log,
   runner = JobRunner(str(tmp_path / "out"), parallel=parallel)
   # Three runs' pretraining (deferred) and each run's eval. With two slots,
   # run 2 goes on until run 3 has started, so p1's slot chooses first.
+  # p1 waits for p2 to start, so both start before either ends.
   long = ["wait=start p3"] if parallel == 2 else []
-  jobs = [job("p1", log, defer=True), job("p2", log, long, defer=True),
-          job("p3", log, defer=True)]
+  first = ["wait=start p2"] if parallel == 2 else []
+  jobs = [job("p1", log, first, defer=True),
+          job("p2", log, long, defer=True), job("p3", log, defer=True)]
   jobs += [job(f"e{i}", log, after=(f"p{i}",)) for i in (1, 2, 3)]
   runner.run(jobs)
   order = [line.split()[1] for line in events(log)

