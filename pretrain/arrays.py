@@ -25,6 +25,7 @@ import os
 import numpy as np
 from keras import ops
 
+from pretrain.run_config import check_data_shape
 from util import storage
 from util.errors import UserError
 
@@ -54,17 +55,9 @@ class Arrays:
   def check(self, config):
     """Fills config.vocab_size from the arrays; a mismatch is a UserError
     (as pretrain/data.py's check_metadata for TFRecords)."""
-    meta, where = self.meta, self.path or "the arrays"
-    if meta["max_seq_length"] != config.max_seq_length:
-      raise UserError(
-          f"max_seq_length {config.max_seq_length} disagrees with the "
-          f"arrays ({meta['max_seq_length']}, {where}); set max_seq_length "
-          f"to {meta['max_seq_length']} or export other data")
-    if config.vocab_size is None:
-      config.vocab_size = meta["vocab_size"]
-    elif config.vocab_size != meta["vocab_size"]:
-      raise UserError(f"vocab_size {config.vocab_size} disagrees with the "
-                      f"arrays ({meta['vocab_size']}, {where})")
+    where = self.path or "the arrays"
+    check_data_shape(config, self.meta, "the arrays", where,
+                     "export other data")
     for split in SPLITS:
       if not self.num_examples(split):
         raise UserError(f"{where} holds no {split} examples")

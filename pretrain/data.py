@@ -12,6 +12,7 @@ import re
 import tensorflow as tf
 
 from pretrain import masking
+from pretrain.run_config import check_data_shape
 from util import storage
 from util.errors import UserError
 
@@ -98,17 +99,8 @@ def _eval_files(config, meta, files):
 def check_metadata(meta, config):
   """Fills config.vocab_size from the data; a mismatch is a UserError."""
   where = meta["path"]
-  if meta["max_seq_length"] != config.max_seq_length:
-    raise UserError(
-        f"max_seq_length {config.max_seq_length} disagrees with the dataset "
-        f"({meta['max_seq_length']}, from {where}); set max_seq_length to "
-        f"{meta['max_seq_length']} or rebuild the data")
-  if config.vocab_size is None:
-    config.vocab_size = meta["vocab_size"]
-  elif config.vocab_size != meta["vocab_size"]:
-    raise UserError(
-        f"vocab_size {config.vocab_size} disagrees with the dataset "
-        f"({meta['vocab_size']}, from {where})")
+  check_data_shape(config, meta, "the dataset", f"from {where}",
+                   "rebuild the data")
   if meta.get("tokenizer", "wordpiece") == "wordpiece" and storage.exists(
       config.vocab_file):
     size, _ = _vocab_special_ids(config.vocab_file)

@@ -82,7 +82,7 @@ def mask_batch(features, config, noise):
   running = ops.cumsum(cand, axis=-1)  # [B, T]
   positions = ops.sum(ops.cast(running[:, None, :] <= k[:, :, None], "int32"),
                       axis=-1)
-  positions = ops.minimum(positions, seq_len - 1) * weights_i
+  positions = positions * weights_i  # unused slots: 0, as the original
   targets = ops.take_along_axis(ids, positions, axis=1) * weights_i
 
   # What each slot shows the model.

@@ -88,3 +88,19 @@ def config_from_json(text, where=CONFIG_FILE):
                            source=where)
   except UserError as e:
     raise UserError(f"{where}: {e}") from None
+
+
+def check_data_shape(config, meta, label, where, remedy):
+  """The data's max_seq_length must be the config's, and so its vocab_size
+  (filled into config when unset). Errors name `label` ("the dataset"),
+  the data's value and `where`; `remedy` ends the length error."""
+  if meta["max_seq_length"] != config.max_seq_length:
+    raise UserError(
+        f"max_seq_length {config.max_seq_length} disagrees with {label} "
+        f"({meta['max_seq_length']}, {where}); set max_seq_length to "
+        f"{meta['max_seq_length']} or {remedy}")
+  if config.vocab_size is None:
+    config.vocab_size = meta["vocab_size"]
+  elif config.vocab_size != meta["vocab_size"]:
+    raise UserError(f"vocab_size {config.vocab_size} disagrees with {label} "
+                    f"({meta['vocab_size']}, {where})")
