@@ -29,7 +29,7 @@ if [ "${SLOT_USE_INSTALLED_KERAS:-0}" != 1 ]; then
     echo "error: pip could not install $WHEELS/*.whl" >&2; exit 2; }
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-if [ ! -f "$DATA/arrays.json" ]; then
+if [ ! -f "$DATA/arrays.json" ] && [ ! -f "$DATA/finetune/finetune.json" ]; then
   echo "error: no pretraining arrays in $DATA/: run 'python" \
        "prepare_gpu_slot.py --data-dir DATA_DIR' on the CPU machine and" \
        "name $DATA in the run's carry" >&2

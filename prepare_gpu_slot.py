@@ -4,13 +4,20 @@ machine, in the repository root:
   python prepare_gpu_slot.py --wheels                  # .whl/
   python prepare_gpu_slot.py --data-dir DATA_DIR [--max-train-mb 40]
                                                        # .slot_data/
+  python prepare_gpu_slot.py --glue-dir GLUE_DIR --vocab-file VOCAB \
+      [--tasks rte,mrpc,sts,cola,sst] [--finetune-hparams JSON]
+                                                       # .slot_data/finetune/
 
 --wheels downloads, for the slot's Python 3.12 on x86-64, keras and what
 keras needs that the slot's image lacks (namex, optree), at the versions
 installed here, into .whl/ (git ignores it); gpu_slot.sh installs them
 there. --data-dir exports DATA_DIR's pretraining TFRecords, training and
 held-out shards (build_pretraining_dataset.py's), to compact NumPy arrays
-in .slot_data/ (pretrain/arrays.py; needs TensorFlow). Both end by
+in .slot_data/ (pretrain/arrays.py; needs TensorFlow). --glue-dir
+featurizes fine-tuning tasks (GLUE's folders, or run_finetuning.py's
+finetuning_data/ layout) as run_finetuning.py would, into
+.slot_data/finetune/ (finetune/arrays.py), which the slot fine-tunes the
+models it pretrains on. Both end by
 printing what a run would carry against the slot's 64 MiB.
 """
 
@@ -92,6 +99,32 @@ def export_data(args):
         f"held-out ({meta['eval_source']}); files {meta['file_bytes']}")
 
 
+def export_tasks(args):
+  """GLUE_DIR's tasks featurized with VOCAB into OUT/finetune/."""
+  from finetune import arrays as ft_arrays
+  from finetune import task_builder
+  from finetune.config import FinetuningConfig
+  from util.config import apply_overrides
+  from util.config import load_hparams
+  from util.tokenization import load_tokenizer
+  config = FinetuningConfig(task_names=args.tasks,
+                            raw_data_dir=args.glue_dir)
+  if args.finetune_hparams:
+    config = apply_overrides(config, load_hparams(args.finetune_hparams),
+                             "--finetune-hparams")
+  config.resolve(args.model_size)
+  tokenizer = load_tokenizer(args.vocab_file, config.do_lower_case)
+  config.vocab_file = os.path.abspath(args.vocab_file)
+  tasks = task_builder.get_tasks(config, tokenizer)
+  out = os.path.join(args.out, "finetune")
+  meta = ft_arrays.export(config, tokenizer, tasks, out,
+                          tokenizer.vocab_size)
+  for name, entry in meta["tasks"].items():
+    print(f"{out}/: {name}: {entry['train_rows']:,} train rows "
+          f"({entry['epochs']:g} epochs, {entry['train_steps']} steps), "
+          f"{entry['dev_rows']:,} dev rows")
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                               allow_abbrev=False)
@@ -106,14 +139,28 @@ def main(argv=None):
   p.add_argument("--max-train-mb", type=float, default=40.0,
                  help="uint16 ids before compression (40: ~20M positions)")
   p.add_argument("--max-heldout-examples", type=int, default=4096)
+  p.add_argument("--glue-dir", default="",
+                 help="fine-tuning tasks' data (GLUE folder names work)")
+  p.add_argument("--tasks", default="rte,mrpc,sts,cola,sst")
+  p.add_argument("--vocab-file", default="",
+                 help="the pretraining vocabulary (for --glue-dir)")
+  p.add_argument("--model-size", default="small",
+                 help="fine-tuning defaults of this size (Table 6)")
+  p.add_argument("--finetune-hparams", default="",
+                 help="JSON (file or string): FinetuningConfig fields")
   args = p.parse_args(argv)
-  if not args.wheels and not (args.data_dir or args.pretrain_tfrecords):
-    p.error("nothing to do: give --wheels and/or --data-dir")
+  if not args.wheels and not (args.data_dir or args.pretrain_tfrecords or
+                              args.glue_dir):
+    p.error("nothing to do: give --wheels, --data-dir and/or --glue-dir")
+  if args.glue_dir and not args.vocab_file:
+    p.error("--glue-dir needs --vocab-file (the pretraining vocabulary)")
   os.chdir(ROOT)
   if args.wheels:
     download_wheels(WHEELS_DIR)
   if args.data_dir or args.pretrain_tfrecords:
     export_data(args)
+  if args.glue_dir:
+    export_tasks(args)
   size = carried_bytes([d for d in (WHEELS_DIR, args.out)
                         if os.path.isdir(d)])
   print(f"a run carrying {WHEELS_DIR} and {args.out} sends "

@@ -19,7 +19,13 @@ Run through gpu_slot.sh, which installs the carried wheels first. In order:
      evaluated on the held-out examples;
   5. $OUT/<objective>_<size>/ (.npz weight shards + weights.json, which
      run_finetuning.py / run_pretraining.py / export_model.py
-     --init-checkpoint read on the CPU) and $OUT/slot.json (the figures).
+     --init-checkpoint read on the CPU) and $OUT/slot.json (the figures);
+  6. when DATA/finetune/ holds fine-tuning arrays (prepare_gpu_slot.py
+     --glue-dir), each model just written fine-tuned on each task with
+     --finetune-seeds seeds (finetune/jax_trainer.py), seed by seed while
+     time is left; the dev outputs go to $OUT/finetune_outputs.npz, which
+     collect_gpu_slot.py scores on the CPU with each task's own scorer.
+--pretrained DIR (repeatable) skips 2-5 and fine-tunes those weights.
 Nothing here imports TensorFlow (slot.json says so).
 """
 
@@ -40,6 +46,7 @@ from util.errors import main_guard  # noqa: E402
 
 NAMES = {"electra": "ELECTRA", "mlm": "BERT"}  # objective -> paper name
 RESULTS = "slot.json"
+FINETUNE_OUTPUTS = "finetune_outputs.npz"
 MAX_FILES, MAX_FILE_BYTES = 8, 16 * 2 ** 20  # what comes back from $OUT
 FLOPS_TARGET = 3e16  # per objective (issue 39)
 SPEEDUP_TARGET = 1.5  # JAX ELECTRA step vs transformers' PyTorch one
@@ -84,11 +91,22 @@ def parse_args(argv):
                  help="timed PyTorch steps (x3); 0 skips the baseline")
   p.add_argument("--matmul-size", type=int, default=0,
                  help="0: 8192 on a GPU, 1024 on a CPU")
+  p.add_argument("--finetune-data", default="",
+                 help="finetune/arrays.py folder (default DATA/finetune "
+                 "when it exists)")
+  p.add_argument("--finetune-seeds", type=int, default=3)
+  p.add_argument("--pretrained", action="append", default=[],
+                 help="npz weights folder to fine-tune (skips pretraining)")
   p.add_argument("--started-at", type=float, default=0,
                  help="epoch seconds the command began (gpu_slot.sh)")
   args = p.parse_args(argv)
   if not args.out:
     p.error("--out (or $OUT) is required")
+  if not args.finetune_data and os.path.isdir(os.path.join(args.data,
+                                                           "finetune")):
+    args.finetune_data = os.path.join(args.data, "finetune")
+  if args.pretrained and not args.finetune_data:
+    p.error("--pretrained needs fine-tuning arrays (--finetune-data)")
   return args
 
 
@@ -221,6 +239,26 @@ def main(argv=None):
 
 
 def run(args, clock, result, write):
+  if args.pretrained:
+    import keras
+    clock.log(f"python {sys.version.split()[0]}, keras {keras.__version__} "
+              f"({keras.backend.backend()}); fine-tuning "
+              f"{', '.join(args.pretrained)}")
+    models = {os.path.basename(os.path.normpath(p)): p
+              for p in args.pretrained}
+    finetune_phase(args, clock, result, write, models)
+    report_out(args, clock)
+    return result
+  pretrain_phase(args, clock, result, write)
+  if args.finetune_data:
+    models = {e["folder"]: os.path.join(args.out, e["folder"])
+              for e in result["objectives"]}
+    finetune_phase(args, clock, result, write, models)
+  report_out(args, clock)
+  return result
+
+
+def pretrain_phase(args, clock, result, write):
   import keras
   from pretrain import arrays as arrays_lib
   arrays = arrays_lib.load(args.data)
@@ -327,12 +365,6 @@ def run(args, clock, result, write):
       "met_speedup": bool(electra and electra.get(
           "speedup_vs_hf_pytorch", 0) >= SPEEDUP_TARGET)}
   write()
-  files = out_files(args.out)
-  big = [f for f in files if os.path.getsize(f) > MAX_FILE_BYTES]
-  clock.log(f"$OUT holds {len(files)} files, "
-            f"{sum(os.path.getsize(f) for f in files) / 1e6:.1f} MB" +
-            (f"; OVER the {MAX_FILES}-file limit" if len(files) > MAX_FILES
-             else "") + (f"; over 16 MiB: {big}" if big else ""))
   for e in entries:
     clock.log(f"{e['name']}: {e['steps']} steps, {e['train_flops']:.3g} "
               f"FLOPs in {e['train_s']:.0f} s, {e['seq_per_s']:,.0f} seq/s, "
@@ -341,6 +373,97 @@ def run(args, clock, result, write):
             f"{result['targets']['met_flops']}; >= {SPEEDUP_TARGET}x "
             f"PyTorch ELECTRA: {result['targets']['met_speedup']}; "
             f"tensorflow imported: {result['tensorflow_imported']}")
+
+
+def report_out(args, clock):
+  files = out_files(args.out)
+  big = [f for f in files if os.path.getsize(f) > MAX_FILE_BYTES]
+  clock.log(f"$OUT holds {len(files)} files, "
+            f"{sum(os.path.getsize(f) for f in files) / 1e6:.1f} MB" +
+            (f"; OVER the {MAX_FILES}-file limit" if len(files) > MAX_FILES
+             else "") + (f"; over 16 MiB: {big}" if big else ""))
+
+
+def finetune_phase(args, clock, result, write, models):
+  """Each of `models` ({name: npz folder}) fine-tuned on each task of the
+  fine-tuning arrays, --finetune-seeds seeds, seed-major while time is
+  left; dev outputs to $OUT/FINETUNE_OUTPUTS, figures to slot.json."""
+  import dataclasses
+  import jax
+  import numpy as np
+  from finetune import arrays as ft_arrays
+  from finetune import task_builder
+  from finetune.jax_trainer import JaxFinetuner
+  from finetune.model import model_config_for
+  from finetune.model import pretrained_encoder_weights
+  from loading.sources import find_pretrained
+  data = ft_arrays.load(args.finetune_data)
+  config = data.config
+  device = jax.devices()[0]
+  result.setdefault("device", device.device_kind)
+  result.setdefault("platform", device.platform)
+  result.setdefault("jax", jax.__version__)
+  config.mixed_precision = ("bfloat16" if args.precision == "auto" and
+                            device.platform != "cpu" else
+                            "float32" if args.precision == "auto" else
+                            args.precision)
+  tasks = task_builder.get_tasks(config, None)
+  for task in tasks:
+    task.restore_labels(data.meta["tasks"][task.name]["labels"])
+  encoders, shapes = {}, {}
+  for name, path in models.items():
+    pretrained = find_pretrained(path)
+    model_config = model_config_for(pretrained, config)
+    encoders[name] = pretrained_encoder_weights(pretrained, config)
+    shapes[name] = model_config
+  # One compiled step per task and encoder shape (BERT-Small and
+  # ELECTRA-Small's discriminator share one).
+  distinct = {}
+  for name, model_config in shapes.items():
+    distinct.setdefault(repr(dataclasses.asdict(model_config)),
+                        (name, model_config))
+  finetuners = {}
+  for key, (_, model_config) in distinct.items():
+    for task in tasks:
+      finetuners[(key, task.name)] = JaxFinetuner(config, model_config, task,
+                                                  data, device, clock.log)
+  clock.log(f"fine-tuning {', '.join(models)} on "
+            f"{', '.join(t.name for t in tasks)} "
+            f"({config.mixed_precision}, {args.finetune_seeds} seeds, "
+            f"steps {dict((t, data.meta['tasks'][t]['train_steps']) for t in data.task_names)})")
+  labelled = {(task if len(distinct) == 1 else f"{task}{i}"): f
+              for i, ((_, task), f) in enumerate(finetuners.items())}
+  result["finetune_compile"] = compile_all(labelled, 0, clock)
+  entries = result["finetune"] = []
+  outputs = {}
+  deadline = clock.start + args.time_limit - 10
+  per_trial = {}
+  for seed_index in range(args.finetune_seeds):
+    seed = config.seed + seed_index
+    for name in models:
+      key = repr(dataclasses.asdict(shapes[name]))
+      for task in tasks:
+        guess = per_trial.get(task.name, 0.0)
+        if time.time() + guess > deadline:
+          clock.log(f"skipping {name} {task.name} seed {seed}: "
+                    f"{guess:.0f} s would pass the time limit")
+          continue
+        began = time.time()
+        out, summary = finetuners[(key, task.name)].trial(encoders[name],
+                                                          seed)
+        per_trial[task.name] = max(guess, time.time() - began)
+        for k, v in out.items():
+          outputs[f"{name}/{task.name}/{seed}/{k}"] = v
+        entries.append({"model": name, "task": task.name, "seed": seed,
+                        "trial_s": time.time() - began, **summary})
+        clock.log(f"{name} {task.name} seed {seed}: {summary['steps']} "
+                  f"steps in {summary['train_s']:.1f} s, loss "
+                  f"{summary['final_loss']:.4f}, dev loss "
+                  f"{summary['dev_loss']:.4f}")
+    np.savez_compressed(os.path.join(args.out, FINETUNE_OUTPUTS), **outputs)
+    write()
+  result["finetune_config"] = dataclasses.asdict(config)
+  write()
   return result
 
 

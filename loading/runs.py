@@ -14,9 +14,6 @@ from interop.weights import import_weights
 from pretrain.objectives import build_model
 from pretrain.run_config import CONFIG_FILE
 from pretrain.run_config import config_from_json
-from training import checkpointing
-from training.checkpointing import make_checkpoint
-from training.checkpointing import read_checkpoint
 from util import storage
 from util.errors import UserError
 from util.text_files import read_text
@@ -55,6 +52,7 @@ def latest_checkpoint(model_dir):
   """The newest checkpoint that model_dir's `checkpoint` file leads to (None
   when there is none); one clear error when that file is damaged or leads
   to none of the checkpoints there (training/checkpointing.py)."""
+  from training import checkpointing  # TensorFlow: late (see restore_model)
   return checkpointing.latest_checkpoint(model_dir)
 
 
@@ -105,6 +103,10 @@ def restore_model(pretrained, token_counts=None, special_ids=(), need=()):
   model = build_model(pretrain_config, token_counts, special_ids)
   model.build_variables()
   if pretrained.source is None:
+    # TensorFlow only for our TF checkpoints: the JAX slot imports this
+    # module to read .npz weights (finetune/jax_trainer.py).
+    from training.checkpointing import make_checkpoint
+    from training.checkpointing import read_checkpoint
     read_checkpoint(make_checkpoint(model), pretrained.checkpoint)
     return model
   import_weights(model, pretrained.source.weights(),

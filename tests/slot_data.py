@@ -52,3 +52,29 @@ def slot_env(tmp, **extra):
     f.write(BLOCKER)
   return dict(os.environ, PYTHONPATH=f"{blocked}:{ROOT}", JAX_PLATFORMS="cpu",
               SLOT_PYTHON=sys.executable, **extra)
+
+
+# Fine-tuning tasks for the slot: slices of the real RTE and STS-B.
+FINETUNE = {"task_names": "rte,sts", "train_examples_limit": 48,
+            "eval_examples_limit": 32, "max_seq_length": SEQ,
+            "num_train_epochs": 1.0, "train_batch_size": 8,
+            "eval_batch_size": 12}  # 32 dev rows: the last batch wraps
+
+
+def export_tasks(data_dir, out):
+  """DATA/finetune/ (finetune/arrays.py) of FINETUNE with the data's vocab;
+  returns its metadata."""
+  # pylint: disable=g-import-not-at-top
+  from finetune import arrays as ft_arrays
+  from finetune import task_builder
+  from finetune.config import FinetuningConfig
+  from tests.shared_data import SHARED
+  from util.tokenization import load_tokenizer
+  config = FinetuningConfig(raw_data_dir=os.path.join(SHARED, "glue"),
+                            **FINETUNE)
+  config.resolve("tiny")
+  config.vocab_file = os.path.join(data_dir, "vocab.txt")
+  tokenizer = load_tokenizer(config.vocab_file, config.do_lower_case)
+  tasks = task_builder.get_tasks(config, tokenizer)
+  return ft_arrays.export(config, tokenizer, tasks,
+                          os.path.join(out, "finetune"), tokenizer.vocab_size)

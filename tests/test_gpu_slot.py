@@ -31,6 +31,7 @@ def slot_run(tmp_path_factory):
   root = tmp_path_factory.mktemp("slot")
   data_dir = slot_data.build_data(str(root / "data"))
   slot_data.export_arrays(data_dir, str(root / "arrays"))
+  slot_data.export_tasks(data_dir, str(root / "arrays"))
   out = str(root / "out")
   env = slot_env(str(root), OUT=out, SLOT_USE_INSTALLED_KERAS="1",
                  SLOT_DATA=str(root / "arrays"))
@@ -38,7 +39,7 @@ def slot_run(tmp_path_factory):
       env, "--size", "tiny", "--batch", "8", "--chunk", "5",
       "--measure-calls", "1", "--train-seconds", "8", "--eval-steps", "2",
       "--hf-steps", "1", "--time-limit", "1200", "--precision", "bfloat16",
-      "--hparams", json.dumps(slot_data.MICRO))
+      "--finetune-seeds", "2", "--hparams", json.dumps(slot_data.MICRO))
   assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
   with open(os.path.join(out, "slot.json")) as f:
     return out, json.load(f), done.stdout
@@ -130,3 +131,66 @@ def test_a_failure_keeps_what_was_measured(slot_run, tmp_path):
     result = json.load(f)
   assert "nothing_tiny.json" in result["error"]
   assert result["peak_bf16_tflops"] > 0 and not result["tensorflow_imported"]
+
+
+def _dev_gold(task, n):
+  """The first n dev labels of a GLUE slice, read straight from the TSV."""
+  from tests.shared_data import SHARED  # pylint: disable=g-import-not-at-top
+  folder, column = {"rte": ("RTE", "label"), "sts": ("STS-B", "score")}[task]
+  with open(os.path.join(SHARED, "glue", folder, "dev.tsv")) as f:
+    header, *rows = [line.rstrip("\n").split("\t") for line in f]
+  values = [r[header.index(column)] for r in rows if r != [""]][:n]
+  return (np.array([v == "not_entailment" for v in values], np.int64)
+          if task == "rte" else np.array(values, np.float64))
+
+
+def test_the_slot_fine_tunes_what_it_pretrained(slot_run):
+  out, result, stdout = slot_run
+  trials = result["finetune"]
+  assert sorted({(t["model"], t["task"], t["seed"]) for t in trials}) == [
+      (m, t, s) for m in ("bert_tiny", "electra_tiny") for t in ("rte", "sts")
+      for s in (1234, 1235)]
+  assert all(np.isfinite(t["final_loss"]) and t["steps"] > 0 for t in trials)
+  # Steps as run_finetuning.py counts them: rows x epochs / batch (STS
+  # trains on both orders of each pair).
+  assert {t["task"]: t["steps"] for t in trials} == {"rte": 6, "sts": 12}
+  with np.load(os.path.join(out, "finetune_outputs.npz")) as data:
+    rows = {k: data[k].shape[0] for k in data.files}
+  assert rows["electra_tiny/rte/1234/predictions"] == 32
+  assert rows["bert_tiny/sts/1235/predictions"] == 32
+  assert not result["tensorflow_imported"]
+
+
+def test_collect_scores_with_each_tasks_metric(slot_run, tmp_path):
+  import collect_gpu_slot  # pylint: disable=g-import-not-at-top
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  from sklearn.metrics import accuracy_score  # pylint: disable=g-import-not-at-top
+  out = slot_run[0]
+  arrays = os.path.join(os.path.dirname(out), "arrays", "finetune")
+  target = str(tmp_path / "results")
+  assert collect_gpu_slot.main([out, "--output-dir", target,
+                                "--finetune-data", arrays]) == 0
+  with open(os.path.join(target, "results.json")) as f:
+    results = json.load(f)
+  with np.load(os.path.join(out, "finetune_outputs.npz")) as data:
+    outputs = {k: data[k] for k in data.files}
+  rte, sts = _dev_gold("rte", 32), _dev_gold("sts", 32)
+  for folder, name in (("electra_tiny", "electra"), ("bert_tiny", "bert")):
+    tasks = results["objectives"][name]["tasks"]
+    expected_rte = [100 * accuracy_score(
+        rte, outputs[f"{folder}/rte/{s}/predictions"]) for s in (1234, 1235)]
+    expected_sts = [100 * stats.spearmanr(
+        sts, outputs[f"{folder}/sts/{s}/predictions"])[0]
+                    for s in (1234, 1235)]
+    np.testing.assert_allclose(tasks["rte"]["seeds"], expected_rte)
+    np.testing.assert_allclose(tasks["sts"]["seeds"], expected_sts,
+                               atol=1e-6)
+    glue = [(a + b) / 2 for a, b in zip(expected_rte, expected_sts)]
+    assert results["objectives"][name]["glue_score"] == pytest.approx(
+        np.median(glue))
+    assert results["objectives"][name]["steps"] > 0
+  assert results["baseline"]["tasks"]["rte"]["median"] > 40
+  with open(os.path.join(target, "results.md")) as f:
+    table = f.read()
+  assert "| electra |" in table and "baseline (no text)" in table
+  assert "ELECTRA Table 1" in table

@@ -1,0 +1,161 @@
+"""Fine-tuning tasks as NumPy arrays: what the TensorFlow-free JAX
+fine-tuning (finetune/jax_trainer.py) trains and predicts on, on a machine
+without TensorFlow or the tasks' raw files (a GPU slot, docs/gpu_slot.md).
+
+`export` (on the CPU, where the tokenizer runs) featurizes each task's
+train and dev examples exactly as run_finetuning.py does (the task's own
+`featurize`: double_unordered pairs, train_examples_limit) into
+  finetune.json  the FinetuningConfig, per task its head labels, rows and
+                 train steps
+  finetune.npz   "<task>/<split>/<column>": input_ids, num_tokens,
+                 segment_a as pretrain/arrays.py packs them, the rest of
+                 the task's model inputs (labels) as they are
+`load` reads it back with NumPy only. The slot returns each trial's dev
+outputs; `score` (on the CPU again) featurizes the dev examples once more
+and feeds those outputs to the task's own scorer, so the metrics are the
+ones run_finetuning.py prints.
+"""
+
+import dataclasses
+import io
+import json
+import math
+import os
+
+import numpy as np
+
+from finetune.config import FinetuningConfig
+from pretrain import arrays as pretrain_arrays
+from util import storage
+from util.config import apply_overrides
+from util.errors import UserError
+
+META = "finetune.json"
+DATA = "finetune.npz"
+FORMAT = "electra-finetuning-arrays"
+PACKED = ("input_ids", "input_mask", "segment_ids")
+
+
+def model_inputs(features):
+  """The arrays the model takes (no row bookkeeping, no "_" metadata)."""
+  return {k: v for k, v in features.items()
+          if not k.startswith("_") and k != "example_index"}
+
+
+def _narrow(array):
+  """A label array in the smallest dtype that holds it exactly."""
+  array = np.asarray(array)
+  if array.dtype.kind in "iu" and array.size:
+    for dtype in (np.int8, np.int16):
+      if array.min() >= np.iinfo(dtype).min and array.max() <= np.iinfo(
+          dtype).max:
+        return array.astype(dtype)
+  return array
+
+
+def pack_features(features, vocab_size, where):
+  """Compact columns of a split's features (see the module docstring)."""
+  inputs = model_inputs(features)
+  columns = pretrain_arrays.pack(*(inputs[k] for k in PACKED), vocab_size,
+                                 where=where)
+  for key, value in inputs.items():
+    if key not in PACKED:
+      columns[key] = _narrow(value)
+  return columns
+
+
+def unpack_features(columns):
+  """keras.ops features (int32 ids, mask, segments; labels as stored) of
+  packed columns; inside a jitted step on the slot."""
+  features = pretrain_arrays.unpack(
+      {k: columns[k] for k in pretrain_arrays.COLUMNS})
+  for key, value in columns.items():
+    if key not in pretrain_arrays.COLUMNS:
+      features[key] = value
+  return features
+
+
+def export(config, tokenizer, tasks, out_dir, vocab_size):
+  """Featurizes `tasks` (finetune/task_builder.py's, for `config`) into
+  out_dir; returns the metadata written."""
+  # finetune.trainer imports TensorFlow: only the CPU side exports.
+  from finetune.trainer import limit  # pylint: disable=g-import-not-at-top
+  meta = {"format": FORMAT, "config": dataclasses.asdict(config),
+          "vocab_size": vocab_size, "tasks": {}}
+  arrays = {}
+  for task in tasks:
+    entry = {}
+    for split in ("train", "dev"):
+      n = (config.train_examples_limit if split == "train" else
+           config.eval_examples_limit)
+      examples = limit(task.get_examples(split), n)
+      if not examples:
+        raise UserError(f"{task.name}: no {split} examples")
+      features = task.featurize(examples, is_training=split == "train")
+      for key, value in pack_features(features, vocab_size,
+                                      f"{task.name} {split}").items():
+        arrays[f"{task.name}/{split}/{key}"] = value
+      entry[f"{split}_examples"] = len(examples)
+      entry[f"{split}_rows"] = int(len(features["input_ids"]))
+    entry["epochs"] = config.epochs_for(task.name)
+    entry["train_steps"] = max(1, math.ceil(
+        entry["train_rows"] * entry["epochs"] / config.train_batch_size))
+    entry["head"] = task.head_kind
+    entry["labels"] = task.head_labels()
+    meta["tasks"][task.name] = entry
+  storage.makedirs(out_dir)
+  buffer = io.BytesIO()
+  np.savez_compressed(buffer, **arrays)
+  with storage.open_file(os.path.join(out_dir, DATA), "wb") as f:
+    f.write(buffer.getvalue())
+  storage.write_text_atomic(os.path.join(out_dir, META),
+                     json.dumps(meta, indent=2))
+  return meta
+
+
+@dataclasses.dataclass
+class TaskArrays:
+  """A loaded folder: metadata, the config, {task: {split: columns}}."""
+  meta: dict
+  config: FinetuningConfig
+  splits: dict
+  path: str = ""
+
+  @property
+  def task_names(self):
+    return list(self.meta["tasks"])
+
+  def rows(self, task, split):
+    return len(self.splits[task][split]["input_ids"])
+
+
+def load_config(meta, where="finetune.json"):
+  """The FinetuningConfig an export recorded."""
+  return apply_overrides(FinetuningConfig(), meta["config"], where)
+
+
+def load(path):
+  """The TaskArrays in folder `path` (written by `export`)."""
+  meta_path = os.path.join(path, META)
+  if not storage.exists(meta_path):
+    raise UserError(f"no fine-tuning arrays at {path} ({META} missing): "
+                    "export them with prepare_gpu_slot.py --glue-dir DIR")
+  meta = json.loads(storage.read_text(meta_path))
+  if meta.get("format") != FORMAT:
+    raise UserError(f"{meta_path} is not an {FORMAT} file")
+  config = load_config(meta, meta_path)
+  splits = {name: {"train": {}, "dev": {}} for name in meta["tasks"]}
+  with storage.open_file(os.path.join(path, DATA), "rb") as f:
+    with np.load(f, allow_pickle=False) as data:
+      for key in data.files:
+        task, split, column = key.split("/")
+        splits[task][split][column] = data[key]
+  return TaskArrays(meta, config, splits, path)
+
+
+def score(task, examples, features, outputs):
+  """The task's metrics of a trial's dev `outputs` ({key: [rows, ...]}),
+  through its own scorer, as run_finetuning.py scores."""
+  scorer = task.get_scorer(examples, features)
+  scorer.update(outputs)
+  return scorer.get_results()

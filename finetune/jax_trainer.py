@@ -1,0 +1,181 @@
+"""The TensorFlow-free fine-tuning driver: run_finetuning.py's model, heads,
+losses and optimizer under KERAS_BACKEND=jax, fed from finetune/arrays.py.
+
+What it shares with the TensorFlow runner (finetune/trainer.py): the
+FinetuningModel (finetune/model.py: the encoder and the task's own head and
+loss), `set_encoder_weights`, the optimizer (finetune/optimization.py:
+AdamW, layer-wise decay, warmup then linear decay), global-norm clipping,
+the mean per-row loss, train steps from rows x epochs / batch, a new
+permutation of the rows each epoch, and (on the CPU, finetune/arrays.py
+`score`) the task's scorer. What it does its own way, as JAX wants it: one
+jitted train step (value_and_grad of `stateless_call`, the optimizer's
+`stateless_apply`) and one jitted predict step per task, traced once and
+reused by every trial and every pretrained encoder of the same shape (the
+state goes in and out as arguments); the rows stay on the device and a
+step is handed only its batch's indices. One device: a Small model's
+fine-tuning batch does not need more.
+"""
+
+import time
+
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+
+from finetune import arrays as arrays_lib
+from finetune.model import FinetuningModel
+from finetune.model import set_encoder_weights
+from finetune.optimization import create_optimizer
+from pretrain.arrays import batch_rows
+from pretrain.jax_trainer import _global_norm
+from util.errors import UserError
+
+
+class JaxFinetuner:
+  """One task's jitted train and predict steps over its TaskArrays; `trial`
+  fine-tunes given encoder weights with one seed and returns the dev
+  outputs."""
+
+  def __init__(self, config, model_config, task, data, device=None,
+               log=print):
+    if keras.backend.backend() != "jax":
+      raise UserError("the JAX fine-tuning driver needs KERAS_BACKEND=jax")
+    self.config, self.model_config, self.task = config, model_config, task
+    self.log = log
+    self.device = device or jax.devices()[0]
+    info = data.meta["tasks"][task.name]
+    self.num_steps = info["train_steps"]
+    self.rows = {split: data.rows(task.name, split)
+                 for split in ("train", "dev")}
+    self.data = {split: {k: jax.device_put(v, self.device)
+                         for k, v in columns.items()}
+                 for split, columns in data.splits[task.name].items()}
+    keras.mixed_precision.set_dtype_policy(
+        "mixed_bfloat16" if config.mixed_precision == "bfloat16" else
+        "float32")
+    self.model = self._new_model(config.seed)
+    self.optimizer = create_optimizer(
+        config, self.model.trainable_variables,
+        model_config.num_hidden_layers, self.num_steps,
+        model_config.share_layers)
+    # On the host: each trial's state is placed afresh (its buffers are
+    # donated to the step).
+    self.initial_opt = [np.asarray(v.value) for v in self.optimizer.variables]
+    self._train_fn = jax.jit(self._train_step, donate_argnums=0)
+    self._predict_fn = jax.jit(self._predict_step)
+    self._seeded = {config.seed: self.model}  # a model per trial seed
+
+  def _put(self, value):
+    return jax.device_put(value, self.device)
+
+  def _new_model(self, seed):
+    """A FinetuningModel built with `seed` (the head's init and the dropout
+    seeds)."""
+    keras.utils.set_random_seed(seed)
+    model = FinetuningModel(self.model_config, [self.task],
+                            name="finetuning")
+    one = {k: v[:1] for k, v in self._batch_numpy("train", [0]).items()}
+    model(one, task_name=self.task.name, training=False)
+    return model
+
+  def _batch_numpy(self, split, rows):
+    columns = {k: np.asarray(v)[np.asarray(rows)]
+               for k, v in self.data[split].items()}
+    return {k: np.asarray(v) for k, v in
+            arrays_lib.unpack_features(columns).items()}
+
+  def _features(self, split, rows):
+    return arrays_lib.unpack_features(
+        {k: jnp.take(v, rows, axis=0) for k, v in self.data[split].items()})
+
+  # ------------------------------------------------------------- steps
+  def _train_step(self, state, rows):
+    trainable, fixed, opt_vars = state
+    features = self._features("train", rows)
+    name = self.task.name
+
+    def loss_fn(trainable, fixed):
+      (loss, _), fixed = self.model.stateless_call(
+          trainable, fixed, features, task_name=name, training=True)
+      return jnp.mean(loss.astype(jnp.float32)), fixed
+
+    (loss, fixed), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        trainable, fixed)
+    if self.config.clip_norm > 0:  # tf.clip_by_global_norm
+      norm = _global_norm(grads)
+      scale = self.config.clip_norm / jnp.maximum(norm, self.config.clip_norm)
+      grads = [g * scale.astype(g.dtype) for g in grads]
+    trainable, opt_vars = self.optimizer.stateless_apply(opt_vars, grads,
+                                                         trainable)
+    return (trainable, fixed, opt_vars), loss
+
+  def _predict_step(self, trainable, fixed, rows):
+    features = self._features("dev", rows)
+    (loss, outputs), _ = self.model.stateless_call(
+        trainable, fixed, features, task_name=self.task.name,
+        training=False)
+    return dict(outputs, loss=loss)
+
+  def _state(self, model):
+    """Fresh device copies (the train step donates them)."""
+    def put(values):
+      return [self._put(np.asarray(v)) for v in values]
+    return (put(v.value for v in model.trainable_variables),
+            put(v.value for v in model.non_trainable_variables),
+            put(self.initial_opt))
+
+  # ----------------------------------------------------------- compile
+  def lower(self, chunk=None):
+    """Both steps traced and lowered ({"train", "eval"}); their .compile()
+    may run in threads (run_gpu_slot.py compile_all)."""
+    del chunk
+    state = self._state(self.model)
+    rows = self._put(np.zeros(self.config.train_batch_size, np.int32))
+    eval_rows = self._put(np.zeros(self.config.eval_batch_size, np.int32))
+    return {"train": self._train_fn.lower(state, rows),
+            "eval": self._predict_fn.lower(state[0], state[1], eval_rows)}
+
+  def install(self, chunk, compiled):
+    del chunk
+    self._train_fn, self._predict_fn = compiled["train"], compiled["eval"]
+
+  # ------------------------------------------------------------ trials
+  def trial(self, encoder_weights, seed):
+    """Fine-tunes from `encoder_weights` ({name: array}) with `seed`;
+    returns (dev outputs {key: array, one row per dev row}, a summary)."""
+    config = self.config
+    if seed not in self._seeded:  # built once, reused by every encoder
+      self._seeded[seed] = self._new_model(seed)
+    model = self._seeded[seed]
+    set_encoder_weights(model.encoder, encoder_weights)
+    state = self._state(model)
+    order = batch_rows(seed, self.rows["train"], config.train_batch_size, 0,
+                       self.num_steps)
+    order = self._put(order)
+    start = time.time()
+    losses = []
+    for step in range(self.num_steps):
+      state, loss = self._train_fn(state, order[step])
+      losses.append(loss)
+    losses = np.asarray(jax.device_get(losses), np.float32)
+    train_s = time.time() - start
+    if not np.all(np.isfinite(losses)):
+      raise UserError(f"{self.task.name}: non-finite loss at step "
+                      f"{int(np.argmin(np.isfinite(losses))) + 1}; try a "
+                      "lower learning_rate")
+    trainable, fixed, _ = state
+    n, batch = self.rows["dev"], config.eval_batch_size
+    collected = []
+    for begin in range(0, n, batch):
+      rows = np.arange(begin, begin + batch) % n  # the last batch wraps
+      out = jax.device_get(self._predict_fn(trainable, fixed,
+                                            self._put(rows.astype(np.int32))))
+      keep = min(batch, n - begin)
+      collected.append({k: np.asarray(v)[:keep] for k, v in out.items()})
+    outputs = {k: np.concatenate([c[k] for c in collected])
+               for k in collected[0]}
+    tail = max(1, len(losses) // 10)
+    return outputs, {"steps": self.num_steps, "train_s": train_s,
+                     "final_loss": float(losses[-tail:].mean()),
+                     "dev_loss": float(outputs["loss"].mean())}

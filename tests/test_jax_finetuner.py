@@ -1,0 +1,118 @@
+"""finetune/jax_trainer.py and finetune/arrays.py: the arrays hold exactly
+the features run_finetuning.py trains on; with a learning rate of 0 a JAX
+trial predicts what the FinetuningModel itself predicts from the same
+encoder weights and seed (weights loaded, rows in order, the last batch's
+wrap cut off); with a learning rate it trains."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from finetune import arrays as ft_arrays
+from finetune import task_builder
+from tests import slot_data
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from finetune import arrays, task_builder
+    from finetune.jax_trainer import JaxFinetuner
+    from finetune.model import model_config_for, pretrained_encoder_weights
+    from finetune.model import set_encoder_weights
+    from loading.sources import find_pretrained
+    path, weights = sys.argv[1], sys.argv[2]
+    data = arrays.load(path)
+    out = {"tensorflow": "tensorflow" in sys.modules}
+    for lr in (0.0, 3e-3):
+      config = data.config
+      config.learning_rate = lr
+      config.hidden_dropout_prob = 0.0
+      pretrained = find_pretrained(weights)
+      model_config = model_config_for(pretrained, config)
+      encoder = pretrained_encoder_weights(pretrained, config)
+      for task in task_builder.get_tasks(config, None):
+        tuner = JaxFinetuner(config, model_config, task, data)
+        got, summary = tuner.trial(encoder, 7)
+        model = tuner._new_model(7)
+        set_encoder_weights(model.encoder, encoder)
+        rows = list(range(data.rows(task.name, "dev")))
+        _, direct = model(tuner._batch_numpy("dev", rows),
+                          task_name=task.name, training=False)
+        out[f"{task.name}/{lr}"] = {
+            "jax": np.asarray(got["predictions"], float).tolist(),
+            "direct": np.asarray(direct["predictions"], float).tolist(),
+            "summary": summary}
+    print("RESULTS " + json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  root = tmp_path_factory.mktemp("ft")
+  data_dir = slot_data.build_data(str(root / "data"))
+  meta = slot_data.export_tasks(data_dir, str(root / "arrays"))
+  return data_dir, str(root / "arrays"), meta
+
+
+def test_arrays_hold_the_features_run_finetuning_trains_on(exported):
+  data_dir, path, meta = exported
+  from util.tokenization import load_tokenizer  # pylint: disable=g-import-not-at-top
+  loaded = ft_arrays.load(os.path.join(path, "finetune"))
+  config = loaded.config
+  tokenizer = load_tokenizer(config.vocab_file, config.do_lower_case)
+  for task in task_builder.get_tasks(config, tokenizer):
+    for split in ("train", "dev"):
+      n = config.train_examples_limit if split == "train" else (
+          config.eval_examples_limit)
+      features = task.featurize(task.get_examples(split)[:n],
+                                is_training=split == "train")
+      back = ft_arrays.unpack_features(loaded.splits[task.name][split])
+      for key, value in ft_arrays.model_inputs(features).items():
+        np.testing.assert_array_equal(np.asarray(back[key]), value,
+                                      err_msg=f"{task.name} {split} {key}")
+  assert meta["tasks"]["sts"]["train_rows"] == 96  # both orders of a pair
+  assert meta["tasks"]["rte"]["labels"] == ["entailment", "not_entailment"]
+
+
+def test_a_trial_predicts_as_the_model_and_trains(exported, tmp_path):
+  data_dir, path, _ = exported
+  # Micro weights in the slot's format, written by the JAX pretraining
+  # driver itself (a few steps).
+  weights = str(tmp_path / "w")
+  writer = textwrap.dedent("""
+      import json, sys
+      from pretrain import arrays
+      from pretrain.config import PretrainingConfig
+      from pretrain.jax_trainer import JaxTrainer
+      config = PretrainingConfig(pretrain_tfrecords=sys.argv[1],
+          model_dir=sys.argv[2], objective="electra", max_seq_length=32,
+          train_batch_size=8, eval_batch_size=8, num_train_steps=2,
+          num_warmup_steps=1, mixed_precision="float32",
+          **json.loads(sys.argv[3]))
+      config.validate()
+      trainer = JaxTrainer(config, arrays.load(sys.argv[1]))
+      trainer.train(2, chunk=2)
+      trainer.save(sys.argv[2])
+  """)
+  slot_data.export_arrays(data_dir, path)
+  env = slot_data.slot_env(str(tmp_path), KERAS_BACKEND="jax")
+  for script, args in ((writer, [path, weights, json.dumps(slot_data.MICRO)]),
+                       (SCRIPT, [os.path.join(path, "finetune"), weights])):
+    done = subprocess.run([sys.executable, "-c", script, *args], env=env,
+                          capture_output=True, text=True, timeout=900,
+                          cwd=slot_data.ROOT)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+  line = next(l for l in done.stdout.splitlines() if l.startswith("RESULTS"))
+  results = json.loads(line[len("RESULTS "):])
+  assert results["tensorflow"] is False
+  for task in ("rte", "sts"):
+    frozen, trained = results[f"{task}/0.0"], results[f"{task}/0.003"]
+    assert len(frozen["jax"]) == 32
+    np.testing.assert_allclose(frozen["jax"], frozen["direct"], atol=1e-5)
+    assert not np.allclose(trained["jax"], trained["direct"], atol=1e-5)
+    assert np.isfinite(trained["summary"]["final_loss"])
