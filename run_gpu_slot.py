@@ -95,6 +95,8 @@ def parse_args(argv):
                  help="finetune/arrays.py folder (default DATA/finetune "
                  "when it exists)")
   p.add_argument("--finetune-seeds", type=int, default=3)
+  p.add_argument("--finetune-chunk", type=int, default=50,
+                 help="fine-tuning steps per jitted call")
   p.add_argument("--pretrained", action="append", default=[],
                  help="npz weights folder to fine-tune (skips pretraining)")
   p.add_argument("--started-at", type=float, default=0,
@@ -425,8 +427,9 @@ def finetune_phase(args, clock, result, write, models):
   finetuners = {}
   for key, (_, model_config) in distinct.items():
     for task in tasks:
-      finetuners[(key, task.name)] = JaxFinetuner(config, model_config, task,
-                                                  data, device, clock.log)
+      finetuners[(key, task.name)] = JaxFinetuner(
+          config, model_config, task, data, device, clock.log,
+          chunk=args.finetune_chunk)
   clock.log(f"fine-tuning {', '.join(models)} on "
             f"{', '.join(t.name for t in tasks)} "
             f"({config.mixed_precision}, {args.finetune_seeds} seeds, "

@@ -8,11 +8,13 @@ AdamW, layer-wise decay, warmup then linear decay), global-norm clipping,
 the mean per-row loss, train steps from rows x epochs / batch, a new
 permutation of the rows each epoch, and (on the CPU, finetune/arrays.py
 `score`) the task's scorer. What it does its own way, as JAX wants it: one
-jitted train step (value_and_grad of `stateless_call`, the optimizer's
-`stateless_apply`) and one jitted predict step per task, traced once and
-reused by every trial and every pretrained encoder of the same shape (the
-state goes in and out as arguments); the rows stay on the device and a
-step is handed only its batch's indices. One device: a Small model's
+jitted call runs `chunk` train steps (lax.scan of value_and_grad of
+`stateless_call` and the optimizer's `stateless_apply`; the steps past the
+trial's last one, in its last chunk, leave the state as it was), one jitted
+predict step; both per task, traced once and reused by every trial and
+every pretrained encoder of the same shape (the state goes in and out as
+arguments); the rows stay on the device and a call is handed only its
+batches' indices. One device: a Small model's
 fine-tuning batch does not need more.
 """
 
@@ -38,7 +40,7 @@ class JaxFinetuner:
   outputs."""
 
   def __init__(self, config, model_config, task, data, device=None,
-               log=print):
+               log=print, chunk=50):
     if keras.backend.backend() != "jax":
       raise UserError("the JAX fine-tuning driver needs KERAS_BACKEND=jax")
     self.config, self.model_config, self.task = config, model_config, task
@@ -46,6 +48,9 @@ class JaxFinetuner:
     self.device = device or jax.devices()[0]
     info = data.meta["tasks"][task.name]
     self.num_steps = info["train_steps"]
+    # A small model's step is shorter than a host call on a GPU: steps go
+    # `chunk` to a call (never more than the trial has).
+    self.chunk = max(1, min(chunk, self.num_steps))
     self.rows = {split: data.rows(task.name, split)
                  for split in ("train", "dev")}
     self.data = {split: {k: jax.device_put(v, self.device)
@@ -62,7 +67,7 @@ class JaxFinetuner:
     # On the host: each trial's state is placed afresh (its buffers are
     # donated to the step).
     self.initial_opt = [np.asarray(v.value) for v in self.optimizer.variables]
-    self._train_fn = jax.jit(self._train_step, donate_argnums=0)
+    self._train_fn = jax.jit(self._train_chunk, donate_argnums=0)
     self._predict_fn = jax.jit(self._predict_step)
     self._seeded = {config.seed: self.model}  # a model per trial seed
 
@@ -110,6 +115,17 @@ class JaxFinetuner:
                                                          trainable)
     return (trainable, fixed, opt_vars), loss
 
+  def _train_chunk(self, state, rows, valid):
+    """Steps over rows [chunk, B]; a step whose `valid` is False (past the
+    trial's end) keeps the state. Returns the state and the losses."""
+    def body(state, xs):
+      step_rows, keep = xs
+      new_state, loss = self._train_step(state, step_rows)
+      state = jax.tree_util.tree_map(
+          lambda new, old: jnp.where(keep, new, old), new_state, state)
+      return state, loss
+    return jax.lax.scan(body, state, (rows, valid))
+
   def _predict_step(self, trainable, fixed, rows):
     features = self._features("dev", rows)
     (loss, outputs), _ = self.model.stateless_call(
@@ -131,10 +147,21 @@ class JaxFinetuner:
     may run in threads (run_gpu_slot.py compile_all)."""
     del chunk
     state = self._state(self.model)
-    rows = self._put(np.zeros(self.config.train_batch_size, np.int32))
+    rows, valid = self._chunk_rows(np.zeros(
+        (self.chunk, self.config.train_batch_size), np.int32), 0)
     eval_rows = self._put(np.zeros(self.config.eval_batch_size, np.int32))
-    return {"train": self._train_fn.lower(state, rows),
+    return {"train": self._train_fn.lower(state, rows, valid),
             "eval": self._predict_fn.lower(state[0], state[1], eval_rows)}
+
+  def _chunk_rows(self, order, first):
+    """Rows [chunk, B] of the steps from `first` (the last chunk padded
+    with the first rows, marked not valid), placed."""
+    rows = order[first:first + self.chunk]
+    valid = np.arange(self.chunk) < len(rows)
+    if len(rows) < self.chunk:
+      rows = np.concatenate([rows, np.resize(order[:1], (
+          self.chunk - len(rows),) + order.shape[1:])])
+    return self._put(rows), self._put(valid)
 
   def install(self, chunk, compiled):
     del chunk
@@ -152,13 +179,14 @@ class JaxFinetuner:
     state = self._state(model)
     order = batch_rows(seed, self.rows["train"], config.train_batch_size, 0,
                        self.num_steps)
-    order = self._put(order)
     start = time.time()
     losses = []
-    for step in range(self.num_steps):
-      state, loss = self._train_fn(state, order[step])
-      losses.append(loss)
-    losses = np.asarray(jax.device_get(losses), np.float32)
+    for first in range(0, self.num_steps, self.chunk):
+      rows, valid = self._chunk_rows(order, first)
+      state, chunk_losses = self._train_fn(state, rows, valid)
+      losses.append(chunk_losses)
+    losses = np.concatenate(jax.device_get(losses)).astype(
+        np.float32)[:self.num_steps]
     train_s = time.time() - start
     if not np.all(np.isfinite(losses)):
       raise UserError(f"{self.task.name}: non-finite loss at step "

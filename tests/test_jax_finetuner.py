@@ -2,7 +2,8 @@
 the features run_finetuning.py trains on; with a learning rate of 0 a JAX
 trial predicts what the FinetuningModel itself predicts from the same
 encoder weights and seed (weights loaded, rows in order, the last batch's
-wrap cut off); with a learning rate it trains."""
+wrap cut off); with a learning rate it trains, the same in chunks of steps as one step
+a call."""
 
 import json
 import os
@@ -36,8 +37,10 @@ SCRIPT = textwrap.dedent("""
       model_config = model_config_for(pretrained, config)
       encoder = pretrained_encoder_weights(pretrained, config)
       for task in task_builder.get_tasks(config, None):
-        tuner = JaxFinetuner(config, model_config, task, data)
+        tuner = JaxFinetuner(config, model_config, task, data, chunk=4)
         got, summary = tuner.trial(encoder, 7)
+        one = JaxFinetuner(config, model_config, task, data, chunk=1)
+        by_step, by_step_summary = one.trial(encoder, 7)
         model = tuner._new_model(7)
         set_encoder_weights(model.encoder, encoder)
         rows = list(range(data.rows(task.name, "dev")))
@@ -46,7 +49,8 @@ SCRIPT = textwrap.dedent("""
         out[f"{task.name}/{lr}"] = {
             "jax": np.asarray(got["predictions"], float).tolist(),
             "direct": np.asarray(direct["predictions"], float).tolist(),
-            "summary": summary}
+            "by_step": np.asarray(by_step["predictions"], float).tolist(),
+            "summary": summary, "by_step_summary": by_step_summary}
     print("RESULTS " + json.dumps(out))
 """)
 
@@ -116,3 +120,8 @@ def test_a_trial_predicts_as_the_model_and_trains(exported, tmp_path):
     np.testing.assert_allclose(frozen["jax"], frozen["direct"], atol=1e-5)
     assert not np.allclose(trained["jax"], trained["direct"], atol=1e-5)
     assert np.isfinite(trained["summary"]["final_loss"])
+    # 4 steps a call, the last call padded (6 and 12 steps): the same
+    # training as one step a call.
+    np.testing.assert_allclose(trained["jax"], trained["by_step"], atol=1e-5)
+    assert trained["summary"]["final_loss"] == pytest.approx(
+        trained["by_step_summary"]["final_loss"], abs=1e-5)
