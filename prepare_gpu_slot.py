@@ -22,9 +22,12 @@ printing what a run would carry against the slot's 64 MiB.
 """
 
 import argparse
+import dataclasses
 import os
 import subprocess
 import sys
+
+from util.errors import main_guard
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 WHEELS_DIR = ".whl"
@@ -99,6 +102,9 @@ def export_data(args):
         f"held-out ({meta['eval_source']}); files {meta['file_bytes']}")
 
 
+TAGGING_TASKS = ("chunk", "pos")
+
+
 def export_tasks(args):
   """GLUE_DIR's tasks featurized with VOCAB into OUT/finetune/."""
   from finetune import arrays as ft_arrays
@@ -106,16 +112,27 @@ def export_tasks(args):
   from finetune.config import FinetuningConfig
   from util.config import apply_overrides
   from util.config import load_hparams
+  from util.errors import UserError
   from util.tokenization import load_tokenizer
-  config = FinetuningConfig(task_names=args.tasks,
-                            raw_data_dir=args.glue_dir)
-  if args.finetune_hparams:
-    config = apply_overrides(config, load_hparams(args.finetune_hparams),
-                             "--finetune-hparams")
+  given = load_hparams(args.finetune_hparams) if args.finetune_hparams else {}
+  config = apply_overrides(
+      FinetuningConfig(task_names=args.tasks,
+                       raw_data_dir=os.path.abspath(args.glue_dir)),
+      given, "--finetune-hparams")
   config.resolve(args.model_size)
   tokenizer = load_tokenizer(args.vocab_file, config.do_lower_case)
   config.vocab_file = os.path.abspath(args.vocab_file)
-  tasks = task_builder.get_tasks(config, tokenizer)
+  tasks = []
+  for name in config.tasks:  # each with its own folder and default length
+    own = dataclasses.replace(config, task_names=name)
+    if name in TAGGING_TASKS:
+      if not args.tagging_dir:
+        raise UserError(f"{name} needs --tagging-dir (a folder with "
+                        f"{name}/train.txt and dev.txt)")
+      own.raw_data_dir = os.path.abspath(args.tagging_dir)
+    own.max_seq_length = given.get("max_seq_length")  # None: the task's
+    own.resolve(args.model_size)
+    tasks += task_builder.get_tasks(own, tokenizer)
   out = os.path.join(args.out, "finetune")
   meta = ft_arrays.export(config, tokenizer, tasks, out,
                           tokenizer.vocab_size)
@@ -125,6 +142,7 @@ def export_tasks(args):
           f"{entry['dev_rows']:,} dev rows")
 
 
+@main_guard
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                               allow_abbrev=False)
@@ -142,6 +160,9 @@ def main(argv=None):
   p.add_argument("--glue-dir", default="",
                  help="fine-tuning tasks' data (GLUE folder names work)")
   p.add_argument("--tasks", default="rte,mrpc,sts,cola,sst")
+  p.add_argument("--tagging-dir", default="",
+                 help="chunk/ and pos/ folders (train.txt, dev.txt), as "
+                 "run_comparison.py's OUTPUT_DIR/tagging_data")
   p.add_argument("--vocab-file", default="",
                  help="the pretraining vocabulary (for --glue-dir)")
   p.add_argument("--model-size", default="small",

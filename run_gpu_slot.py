@@ -70,7 +70,17 @@ def parse_args(argv):
                  help="pretrain/arrays.py folder (prepare_gpu_slot.py)")
   p.add_argument("--out", default=os.environ.get("OUT", ""))
   p.add_argument("--size", default="small", help="configs/<obj>_<size>.json")
-  p.add_argument("--objectives", default="electra,mlm")
+  p.add_argument("--objectives", default="electra,mlm",
+                 help="NAME[:K],...: K pretraining seeds of NAME (any "
+                 "objective, its preset as run_comparison.py picks it)")
+  p.add_argument("--budget-flops", type=float, default=0,
+                 help="train FLOPs per run (appendix E); 0: equal FLOPs "
+                 "sized from the measured speeds and --train-seconds")
+  p.add_argument("--checkpoints", type=int, default=1,
+                 help="held-out evals at k/N of each run (the curves)")
+  p.add_argument("--weights-out", default="auto",
+                 help="yes: the weights come back in $OUT; no: kept on the "
+                 "slot only (for fine-tuning); auto: yes for <= 2 runs")
   p.add_argument("--batch", type=int, default=128)
   p.add_argument("--hparams", action="append", default=[],
                  help="JSON (file or string) applied to every objective")
@@ -112,16 +122,21 @@ def parse_args(argv):
   return args
 
 
-def slot_config(objective, args, arrays, model_dir):
-  """configs/<objective>_<size>.json + --hparams, at the slot's batch."""
+def slot_config(name, args, arrays, model_dir, pretrain_seed=1):
+  """`name`'s preset at --size (comparison/plan.py's choice: its own
+  configs/<objective>_<size>.json, or ELECTRA's for an ablation) +
+  --hparams, at the slot's batch; seed K adds K - 1 to the seed."""
+  from comparison.plan import preset
   from pretrain.config import PretrainingConfig
   from util.config import apply_overrides
   from util.config import load_hparams
-  config = PretrainingConfig()
-  specs = [os.path.join(ROOT, "configs", f"{objective}_{args.size}.json")]
-  for spec in specs + args.hparams:
+  config = apply_overrides(PretrainingConfig(), preset(name, args.size),
+                           source=f"the {name} preset")
+  objective = config.objective
+  for spec in args.hparams:
     config = apply_overrides(config, load_hparams(spec), source=spec)
   config.objective = objective
+  config.seed += pretrain_seed - 1
   config.temperature = 1.0
   config.train_batch_size = args.batch
   config.eval_batch_size = args.batch
@@ -167,6 +182,24 @@ def hf_baseline(args, clock):
       return {"error": f"exit {done.returncode}: {lines[-1][:300]}"}
     with open(out) as f:
       return json.load(f)
+
+
+def plan(args):
+  """[(name, objective as written, pretrain seed K, folder)], seed-major."""
+  runs = []
+  for item in args.objectives.split(","):
+    name, _, seeds = item.strip().partition(":")
+    for k in range(1, int(seeds or 1) + 1):
+      paper = {"mlm": "bert", "bert": "bert"}.get(name, name)
+      folder = f"{paper}_{args.size}" + (f".seed{k}" if k > 1 else "")
+      runs.append((f"{name}.seed{k}" if k > 1 else name, name, k, folder))
+  return sorted(runs, key=lambda r: r[2])
+
+
+def budget_steps(entries, budget, chunk):
+  """Steps spending `budget` train FLOPs per run, multiples of `chunk`."""
+  return [max(chunk, int(round(budget / e["train_flops_per_step"] / chunk))
+              * chunk) for e in entries]
 
 
 def equal_flops_steps(entries, seconds, chunk):
@@ -253,8 +286,7 @@ def run(args, clock, result, write):
     return result
   pretrain_phase(args, clock, result, write)
   if args.finetune_data:
-    models = {e["folder"]: os.path.join(args.out, e["folder"])
-              for e in result["objectives"]}
+    models = {e["folder"]: e["weights_dir"] for e in result["objectives"]}
     finetune_phase(args, clock, result, write, models)
   report_out(args, clock)
   return result
@@ -279,6 +311,7 @@ def pretrain_phase(args, clock, result, write):
   from benchmarks.jax_throughput import matmul_peak_tflops
   from pretrain import flops
   from pretrain.jax_trainer import JaxTrainer
+  from util.config import load_hparams
   devices = jax.devices()
   device = devices[0]
   n = args.matmul_size or (8192 if device.platform == "gpu" else 1024)
@@ -291,20 +324,26 @@ def pretrain_phase(args, clock, result, write):
             f"({n}^3)")
   write()
 
+  runs = plan(args)
+  weights_out = (args.weights_out == "yes" or
+                 (args.weights_out == "auto" and len(runs) <= 2))
+  weights_root = args.out if weights_out else os.path.join(
+      tempfile.gettempdir(), "slot_weights")
   trainers, entries = {}, []
-  for objective in args.objectives.split(","):
-    folder = f"{objective}_{args.size}" if objective != "mlm" else (
-        f"bert_{args.size}")
-    config = slot_config(objective, args, arrays,
-                         os.path.join(args.out, folder))
-    trainers[objective] = JaxTrainer(config, arrays, log=clock.log)
+  for run_name, written, k, folder in runs:
+    config = slot_config(written, args, arrays,
+                         os.path.join(weights_root, folder), k)
+    trainers[run_name] = JaxTrainer(config, arrays, log=clock.log)
   result["compile"] = compile_all(trainers, args.chunk, clock)
-  for objective, trainer in trainers.items():
+  for (run_name, written, k, folder), trainer in zip(runs, trainers.values()):
     config = trainer.config
-    name = f"{NAMES.get(objective, objective)}-{args.size}"
-    folder = os.path.basename(config.model_dir)
+    objective = config.objective
+    name = f"{NAMES.get(objective, written)}-{args.size}" + (
+        f" seed {k}" if k > 1 else "")
     measured = trainer.measure(args.chunk, args.measure_calls)
-    entry = {"objective": objective, "name": name, "folder": folder,
+    entry = {"objective": objective, "written": written, "run": run_name,
+             "pretrain_seed": k, "name": name, "folder": folder,
+             "weights_dir": config.model_dir,
              "batch": config.train_batch_size,
              "seq_len": config.max_seq_length,
              "precision": trainer.precision, **measured,
@@ -324,18 +363,38 @@ def pretrain_phase(args, clock, result, write):
   result["objectives"] = entries
   write()
 
-  left = args.time_limit - clock.elapsed() - args.reserve_seconds
-  seconds = max(0.0, min(args.train_seconds, left))
-  budget, steps = equal_flops_steps(entries, seconds, args.chunk)
-  clock.log(f"training budget {seconds:.0f} s: {budget:.3g} FLOPs per "
-            f"objective -> steps {dict(zip(trainers, steps))}")
+  if args.budget_flops:
+    budget, steps = args.budget_flops, budget_steps(
+        entries, args.budget_flops, args.chunk)
+    clock.log(f"budget {budget:.3g} FLOPs per run -> steps "
+              f"{dict(zip(trainers, steps))}")
+  else:
+    left = args.time_limit - clock.elapsed() - args.reserve_seconds
+    seconds = max(0.0, min(args.train_seconds, left))
+    budget, steps = equal_flops_steps(entries, seconds, args.chunk)
+    clock.log(f"training budget {seconds:.0f} s: {budget:.3g} FLOPs per "
+              f"objective -> steps {dict(zip(trainers, steps))}")
   deadline = clock.start + args.time_limit - args.reserve_seconds
+  given_warmup = any("num_warmup_steps" in load_hparams(spec)
+                     for spec in args.hparams)
   for entry, num_steps in zip(entries, steps):
-    trainer = trainers[entry["objective"]]
-    trainer.config.num_warmup_steps = int(round(args.warmup_fraction *
-                                                num_steps))
-    start = time.time()
-    history = trainer.train(num_steps, chunk=args.chunk, deadline=deadline)
+    trainer = trainers[entry["run"]]
+    if not given_warmup:  # else the --hparams' num_warmup_steps
+      trainer.config.num_warmup_steps = int(round(args.warmup_fraction *
+                                                  num_steps))
+    start, history, entry["curve"] = time.time(), [], []
+    marks = sorted({max(args.chunk, int(round(num_steps * j / args.checkpoints
+                                              / args.chunk)) * args.chunk)
+                    for j in range(1, args.checkpoints + 1)} - {num_steps})
+    for mark in marks + [num_steps]:
+      # The schedule is the whole run's at every mark.
+      history += trainer.train(num_steps, chunk=args.chunk,
+                               deadline=deadline, stop_at=mark)
+      if trainer.step < mark:  # past the deadline
+        break
+      if mark != num_steps:
+        entry["curve"].append(dict(trainer.evaluate(), flops=mark * entry[
+            "train_flops_per_step"]))
     entry["train_s"] = time.time() - start
     entry["steps"] = trainer.step
     entry["planned_steps"] = num_steps
@@ -345,14 +404,15 @@ def pretrain_phase(args, clock, result, write):
     entry["train_mfu"] = entry["model_flops"] / entry["train_s"] / (
         peak * 1e12)
     entry["last_train_logs"] = history[-1] if history else {}
-    paths = trainer.save(os.path.join(args.out, entry["folder"]),
+    paths = trainer.save(entry["weights_dir"],
                          dtype=args.weights_dtype,
                          extra={"slot": {k: entry[k] for k in (
                              "name", "steps", "train_flops")}})
-    entry["weights"] = [os.path.relpath(p, args.out) for p in paths]
+    entry["weights"] = [os.path.relpath(p, weights_root) for p in paths]
     clock.log(f"wrote {len(paths)} files to {entry['folder']}/")
     write()
     entry["eval"] = trainer.evaluate()
+    entry["curve"].append(dict(entry["eval"], flops=entry["train_flops"]))
     clock.log(f"{entry['name']} eval ({entry['steps']} steps, "
               f"{entry['train_flops']:.3g} FLOPs): " + ", ".join(
                   f"{k} {v:.4f}" for k, v in entry["eval"].items()
@@ -360,6 +420,7 @@ def pretrain_phase(args, clock, result, write):
     write()
 
   electra = next((e for e in entries if e["objective"] == "electra"), None)
+  result["budget_flops"] = budget
   result["targets"] = {
       "train_flops_per_objective": FLOPS_TARGET,
       "met_flops": all(e["train_flops"] >= FLOPS_TARGET for e in entries),

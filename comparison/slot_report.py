@@ -28,6 +28,7 @@ from util.tokenization import load_tokenizer
 PAPER_TABLE_1 = {"BERT-Small": (1.4e18, 75.1), "ELECTRA-Small": (1.4e18, 79.9),
                  "ELECTRA-Small 6.25%": (8.9e16, 74.1)}
 OBJECTIVE_NAMES = {"mlm": "bert", "electra": "electra"}
+TAGGING_TASKS = ("chunk", "pos")
 
 
 def _read(files_at):
@@ -48,10 +49,14 @@ def score_outputs(meta, outputs, raw_data_dir, vocab_file):
   """{model: {(seed): {task: score x100}}} of the dev outputs, through
   each task's scorer on its dev examples, featurized as exported."""
   config = ft_arrays.load_config(meta)
-  config.raw_data_dir = raw_data_dir or config.raw_data_dir
   tokenizer = load_tokenizer(vocab_file or config.vocab_file,
                              config.do_lower_case)
-  tasks = {t.name: t for t in task_builder.get_tasks(config, tokenizer)}
+  tasks = {}
+  for name in meta["tasks"]:
+    own = ft_arrays.task_config(config, meta, name)
+    if raw_data_dir and name not in TAGGING_TASKS:
+      own.raw_data_dir = raw_data_dir
+    tasks[name], = task_builder.get_tasks(own, tokenizer)
   grouped = {}
   for key, value in outputs.items():
     model, task, seed, column = key.split("/")
@@ -59,6 +64,8 @@ def score_outputs(meta, outputs, raw_data_dir, vocab_file):
   scores = {}
   for name, task in tasks.items():
     examples = limit(task.get_examples("dev"), config.eval_examples_limit)
+    if name in TAGGING_TASKS:  # its labels as the slot's head predicts them
+      task.restore_labels(meta["tasks"][name]["labels"])
     features = task.featurize(examples, is_training=False)
     metric = report.TASK_METRICS.get(name, "accuracy")
     for (model, task_name, seed), out in grouped.items():
@@ -71,7 +78,7 @@ def score_outputs(meta, outputs, raw_data_dir, vocab_file):
       results = ft_arrays.score(task, examples, features, out)
       scores.setdefault(model, {}).setdefault(seed, {})[name] = results[
           metric]
-  return config, scores
+  return config, scores, tasks
 
 
 def collect(files_at, finetune_meta, raw_data_dir="", vocab_file="",
@@ -81,8 +88,8 @@ def collect(files_at, finetune_meta, raw_data_dir="", vocab_file="",
   them."""
   slot, outputs = _read(files_at)
   pretrain_record = pretrain_record or slot
-  config, scores = score_outputs(finetune_meta, outputs, raw_data_dir,
-                                 vocab_file)
+  config, scores, task_objects = score_outputs(finetune_meta, outputs,
+                                               raw_data_dir, vocab_file)
   tasks = list(finetune_meta["tasks"])
   seeds = sorted({s for by_seed in scores.values() for s in by_seed})
   pretrained = {e["folder"]: e for e in pretrain_record.get("objectives",
@@ -103,19 +110,28 @@ def collect(files_at, finetune_meta, raw_data_dir="", vocab_file="",
                  "device", "peak_bf16_tflops", "hf_pytorch_electra",
                  "targets")},
              "finetune_trials": slot.get("finetune", [])}
-  for folder, by_seed in scores.items():
+  groups = {}  # objective as written -> its runs' folders (pretrain seeds)
+  for folder in scores:
     entry = pretrained.get(folder, {})
-    name = OBJECTIVE_NAMES.get(entry.get("objective"), folder)
-    summary = report.summarize(
-        tasks, {(folder, seed): s for seed, s in by_seed.items()})
+    name = entry.get("written") or OBJECTIVE_NAMES.get(entry.get("objective"),
+                                                       folder)
+    groups.setdefault(name, []).append(folder)
+  for name, folders in groups.items():
+    folders.sort(key=lambda f: pretrained.get(f, {}).get("pretrain_seed", 1))
+    first = pretrained.get(folders[0], {})
+    summary = report.summarize(tasks, {
+        (folder, seed): s for folder in folders
+        for seed, s in scores[folder].items()})
     results["objectives"][name] = dict(
-        summary, steps=entry.get("steps", "-"),
-        flops=entry.get("train_flops"), matmul_flops=entry.get("model_flops"),
-        pretrain_seeds=1, folder=folder,
-        eval=entry.get("eval", {}), mfu=entry.get("train_mfu"))
+        summary, steps=first.get("steps", "-"),
+        flops=first.get("train_flops"), matmul_flops=first.get("model_flops"),
+        pretrain_seeds=len(folders), runs=folders,
+        eval=[pretrained.get(f, {}).get("eval", {}) for f in folders],
+        curves=[pretrained.get(f, {}).get("curve", []) for f in folders],
+        mfu=first.get("train_mfu"))
   results["versus_baseline"] = report.versus_baseline(results["objectives"])
   results["baseline"] = report.baseline_row(tasks, {
-      t: baselines.baseline_score(t, config.raw_data_dir,
+      t: baselines.baseline_score(t, task_objects[t].config.raw_data_dir,
                                   report.TASK_METRICS.get(t, "accuracy"))
       for t in tasks})
   results["paper_table_1"] = PAPER_TABLE_1

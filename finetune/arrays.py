@@ -76,8 +76,9 @@ def unpack_features(columns):
 
 
 def export(config, tokenizer, tasks, out_dir, vocab_size):
-  """Featurizes `tasks` (finetune/task_builder.py's, for `config`) into
-  out_dir; returns the metadata written."""
+  """Featurizes `tasks` (finetune/task_builder.py's; each may carry its own
+  copy of `config` with its own raw_data_dir) into out_dir; returns the
+  metadata written."""
   # finetune.trainer imports TensorFlow: only the CPU side exports.
   from finetune.trainer import limit  # pylint: disable=g-import-not-at-top
   meta = {"format": FORMAT, "config": dataclasses.asdict(config),
@@ -102,6 +103,10 @@ def export(config, tokenizer, tasks, out_dir, vocab_size):
         entry["train_rows"] * entry["epochs"] / config.train_batch_size))
     entry["head"] = task.head_kind
     entry["labels"] = task.head_labels()
+    # Each task's own reading of the data (a tagging task's folder, its
+    # default length), for scoring its outputs back on the CPU.
+    entry["raw_data_dir"] = task.config.raw_data_dir
+    entry["max_seq_length"] = task.config.max_seq_length
     meta["tasks"][task.name] = entry
   storage.makedirs(out_dir)
   buffer = io.BytesIO()
@@ -151,6 +156,15 @@ def load(path):
         task, split, column = key.split("/")
         splits[task][split][column] = data[key]
   return TaskArrays(meta, config, splits, path)
+
+
+def task_config(config, meta, name):
+  """The config task `name` was exported with (its folder and length)."""
+  entry = meta["tasks"][name]
+  return dataclasses.replace(
+      config, task_names=name,
+      raw_data_dir=entry.get("raw_data_dir", config.raw_data_dir),
+      max_seq_length=entry.get("max_seq_length", config.max_seq_length))
 
 
 def score(task, examples, features, outputs):

@@ -273,10 +273,11 @@ class JaxTrainer:
             "chunk": chunk, "calls": calls}
 
   # ----------------------------------------------------------- training
-  def train(self, num_steps=None, chunk=None, deadline=None):
+  def train(self, num_steps=None, chunk=None, deadline=None, stop_at=None):
     """Trains from the current step to num_steps (default the config's),
-    `chunk` steps a host call; stops early after a chunk that ends past
-    `deadline` (time.time()). Returns one dict per chunk."""
+    or only to `stop_at` (a checkpoint of that run: the schedule is still
+    num_steps'), `chunk` steps a host call; stops early after a chunk that
+    ends past `deadline` (time.time()). Returns one dict per chunk."""
     config = self.config
     total = num_steps or config.num_train_steps
     config.num_train_steps = total
@@ -290,8 +291,9 @@ class JaxTrainer:
              f"{flops.total_train_flops(config):.3g} for the whole run "
              "(ELECTRA appendix E convention)")
     history, start = [], time.time()
-    while self.step < total:
-      n = min(chunk, total - self.step)
+    end = min(stop_at or total, total)
+    while self.step < end:
+      n = min(chunk, end - self.step)
       t0 = time.time()
       self.state, sums, finite = self._run_chunk(self.state, self.step, n,
                                                  total)

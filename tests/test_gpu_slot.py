@@ -39,7 +39,8 @@ def slot_run(tmp_path_factory):
       env, "--size", "tiny", "--batch", "8", "--chunk", "5",
       "--measure-calls", "1", "--train-seconds", "8", "--eval-steps", "2",
       "--hf-steps", "1", "--time-limit", "1200", "--precision", "bfloat16",
-      "--finetune-seeds", "2", "--hparams", json.dumps(slot_data.MICRO))
+      "--finetune-seeds", "2", "--checkpoints", "2",
+      "--hparams", json.dumps(slot_data.MICRO))
   assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
   with open(os.path.join(out, "slot.json")) as f:
     return out, json.load(f), done.stdout
@@ -59,6 +60,10 @@ def test_the_command_measures_trains_and_reports(slot_run):
     assert e["seq_per_s"] > 0 and 0 < e["mfu"] < 1
     assert np.isfinite(e["last_train_logs"]["loss"])
     assert e["warmup_steps"] == round(0.1 * e["steps"])
+    # The held-out curve: half way and at the end (--checkpoints 2).
+    assert len(e["curve"]) == 2 and e["curve"][-1]["global_step"] == (
+        e["steps"])
+    assert e["curve"][0]["global_step"] < e["steps"]
   # Equal FLOPs, up to the last chunk of steps.
   flops = [e["train_flops"] for e in by_name.values()]
   chunk_flops = max(5 * e["train_flops_per_step"] for e in by_name.values())
@@ -126,10 +131,10 @@ def test_a_failure_keeps_what_was_measured(slot_run, tmp_path):
   done = run_slot(env, "--size", "tiny", "--objectives", "electra,nothing",
                   "--hf-steps", "0", timeout=300)
   assert done.returncode == 2
-  assert "error: --hparams file not found" in done.stderr + done.stdout
+  assert "error: unknown objective 'nothing'" in done.stderr + done.stdout
   with open(os.path.join(out, "slot.json")) as f:
     result = json.load(f)
-  assert "nothing_tiny.json" in result["error"]
+  assert "unknown objective 'nothing'" in result["error"]
   assert result["peak_bf16_tflops"] > 0 and not result["tensorflow_imported"]
 
 
@@ -194,3 +199,31 @@ def test_collect_scores_with_each_tasks_metric(slot_run, tmp_path):
     table = f.read()
   assert "| electra |" in table and "baseline (no text)" in table
   assert "ELECTRA Table 1" in table
+
+
+def test_a_plan_of_objectives_and_seeds_at_a_fixed_budget():
+  import run_gpu_slot  # pylint: disable=g-import-not-at-top
+  args = run_gpu_slot.parse_args(["--out", "x", "--size", "tiny",
+                                  "--objectives", "mlm:2,electra,replace_mlm"])
+  assert run_gpu_slot.plan(args) == [
+      ("mlm", "mlm", 1, "bert_tiny"), ("electra", "electra", 1,
+                                        "electra_tiny"),
+      ("replace_mlm", "replace_mlm", 1, "replace_mlm_tiny"),
+      ("mlm.seed2", "mlm", 2, "bert_tiny.seed2")]
+  # The ablation runs on ELECTRA's preset with its own objective, seed 2
+  # one above seed 1 (as run_comparison.py plans them).
+  config = run_gpu_slot.slot_config("replace_mlm", args, _Arrays(), "m")
+  assert config.objective == "replace_mlm"
+  assert run_gpu_slot.slot_config("mlm", args, _Arrays(), "m", 2).seed == (
+      run_gpu_slot.slot_config("mlm", args, _Arrays(), "m").seed + 1)
+  entries = [{"train_flops_per_step": 5.95e11},
+             {"train_flops_per_step": 3.3e11}]
+  assert run_gpu_slot.budget_steps(entries, 5.9512e15, 100) == [10000, 18000]
+
+
+class _Arrays:
+  meta = {"max_seq_length": 32}
+
+  @staticmethod
+  def num_examples(split):
+    return 64
