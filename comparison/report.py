@@ -170,6 +170,9 @@ def _verdict(o, ref, key):
   spread = max(o[f"{key}_spread"], ref[f"{key}_spread"])
   verdict = ("ahead" if margin > spread else
              "behind" if -margin > spread else "not shown different")
+  counts = [len(x[f"{key}_seeds"]) for x in (o, ref) if f"{key}_seeds" in x]
+  if counts and min(counts) < 2:  # a spread of 0 is no evidence
+    verdict = "one seed pair: no spread to judge by"
   return {"margin": margin, "spread": spread, "verdict": verdict}
 
 

@@ -27,7 +27,6 @@ from util.tokenization import load_tokenizer
 
 PAPER_TABLE_1 = {"BERT-Small": (1.4e18, 75.1), "ELECTRA-Small": (1.4e18, 79.9),
                  "ELECTRA-Small 6.25%": (8.9e16, 74.1)}
-OBJECTIVE_NAMES = {"mlm": "bert", "electra": "electra"}
 TAGGING_TASKS = ("chunk", "pos")
 
 
@@ -113,8 +112,7 @@ def collect(files_at, finetune_meta, raw_data_dir="", vocab_file="",
   groups = {}  # objective as written -> its runs' folders (pretrain seeds)
   for folder in scores:
     entry = pretrained.get(folder, {})
-    name = entry.get("written") or OBJECTIVE_NAMES.get(entry.get("objective"),
-                                                       folder)
+    name = entry.get("written") or entry.get("objective") or folder
     groups.setdefault(name, []).append(folder)
   for name, folders in groups.items():
     folders.sort(key=lambda f: pretrained.get(f, {}).get("pretrain_seed", 1))

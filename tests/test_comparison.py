@@ -213,6 +213,11 @@ def test_margins_over_bert_count_only_beyond_the_seed_spread():
                            "budget_flops": 1.0, "machine": "cpu",
                            "versus_baseline": versus})
   assert "- electra: +6.0 over mlm, larger spread 3.0: ahead" in table
+  # One seed pair has a spread of 0: no verdict either way.
+  single = dict(run([60.0]), glue_seeds=[60.0])
+  one = report.versus_baseline(dict(objectives, electra=single))
+  assert one["electra"]["margin"] == 10.0
+  assert one["electra"]["verdict"] == "one seed pair: no spread to judge by"
   assert "- script: -9.0 over mlm, larger spread 3.0: behind" in table
 
 

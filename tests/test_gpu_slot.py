@@ -180,7 +180,7 @@ def test_collect_scores_with_each_tasks_metric(slot_run, tmp_path):
   with np.load(os.path.join(out, "finetune_outputs.npz")) as data:
     outputs = {k: data[k] for k in data.files}
   rte, sts = _dev_gold("rte", 32), _dev_gold("sts", 32)
-  for folder, name in (("electra_tiny", "electra"), ("bert_tiny", "bert")):
+  for folder, name in (("electra_tiny", "electra"), ("bert_tiny", "mlm")):
     tasks = results["objectives"][name]["tasks"]
     expected_rte = [100 * accuracy_score(
         rte, outputs[f"{folder}/rte/{s}/predictions"]) for s in (1234, 1235)]
