@@ -18,11 +18,11 @@ from configure_finetuning import FinetuningConfig
 from finetune import bam
 from finetune.trainer import FinetuningRunner
 from loading import finetuned as finetuned_files
+from tests.script_checks import refused
 from tests.shared_data import SHARED
-from tests import test_finetuned_model as finetuned_model_tests
-from tests.test_hostile_scripts import refused
-from tests.test_pos_crf import tiny_run
+from tests.tiny_runs import tiny_run
 from util.errors import UserError
+from tests import finetuned_models
 
 
 def test_classification_loss_mixes_gold_and_teacher():
@@ -116,7 +116,7 @@ def test_bad_teacher_outputs_are_one_clear_error(tmp_path):
 
 
 # ------------------------------------------------ BAM in run_finetuning.py
-# A tiny model (tests/test_pos_crf.py's tiny_run) on slices of the real RTE
+# A tiny model (tests/tiny_runs.py's tiny_run) on slices of the real RTE
 # (classification) and STS-B (regression; its pairs doubled, so that two
 # rows share an example): single-task teachers, then one multi-task student.
 GLUE = pathlib.Path(SHARED) / "glue"
@@ -127,7 +127,7 @@ QUICK = {"train_examples_limit": 32, "eval_examples_limit": 32,
 
 
 def finetune(root, tasks, *extra, **hparams):
-  return finetuned_model_tests.finetune(root, tasks, *extra, quick=QUICK,
+  return finetuned_models.finetune(root, tasks, *extra, quick=QUICK,
                                         **hparams)
 
 

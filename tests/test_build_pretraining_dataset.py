@@ -11,30 +11,14 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import build_pretraining_dataset as bpd  # noqa: E402
 from dataset import build as dataset_build  # noqa: E402
 from dataset import corpus  # noqa: E402
+from tests.dataset_builds import SEQ
+from tests.dataset_builds import read_examples
+from tests.dataset_builds import run_builder
 
 SAMPLE_DIR = REPO / "sample_data" / "corpus"
 VOCAB = REPO / "sample_data" / "vocab.txt"
-SEQ = 64
-
-
-def run_builder(**flags):
-  """Runs main() in-process with `key=value` flags; returns the exit code."""
-  argv = []
-  for key, value in flags.items():
-    flag = "--" + key.replace("_", "-")
-    if value is True:
-      argv.append(flag)
-    elif value is False:
-      argv.append("--no-" + flag[2:])
-    else:
-      argv += [flag, str(value)]
-  try:
-    return bpd.main(argv)
-  except SystemExit as e:
-    return e.code
 
 
 def build(capsys=None, **flags):
@@ -42,29 +26,6 @@ def build(capsys=None, **flags):
   code = run_builder(**flags)
   err = capsys.readouterr().err if capsys else None
   return code, err
-
-
-def read_examples(out_dir, seq_len=SEQ):
-  """Parses every shard back with tf.data; returns stacked numpy arrays and
-  the number of records per shard."""
-  import tensorflow as tf
-  spec = {name: tf.io.FixedLenFeature([seq_len], tf.int64)
-          for name in dataset_build.FEATURES}
-  rows = {name: [] for name in dataset_build.FEATURES}
-  per_file = {}
-  for path in sorted(pathlib.Path(out_dir).glob("pretrain_data.tfrecord-*")):
-    count = 0
-    for batch in tf.data.TFRecordDataset(str(path)).batch(4096):
-      parsed = tf.io.parse_example(batch, spec)
-      for name in dataset_build.FEATURES:
-        assert parsed[name].dtype == tf.int64
-        assert parsed[name].shape[1:] == (seq_len,)
-        rows[name].append(parsed[name].numpy())
-      count += int(batch.shape[0])
-    per_file[path.name] = count
-  arrays = {k: np.concatenate(v) if v else np.zeros((0, seq_len), np.int64)
-            for k, v in rows.items()}
-  return arrays, per_file
 
 
 def metadata(out_dir):

@@ -16,8 +16,8 @@ from comparison import report
 from comparison.config import ComparisonConfig
 from comparison.plan import OBJECTIVES
 from configure_pretraining import PretrainingConfig
+from tests.pretraining_runs import ROOT
 from tests.shared_data import SHARED
-from tests.test_pretraining_e2e import ROOT
 from pretrain import flops
 from util.config import apply_overrides
 from util.errors import UserError

@@ -22,8 +22,8 @@ from loading import runs
 from loading.sources import find_pretrained
 from loading.sources import open_source
 from scoring.pll import Scorer
-from tests.test_scoring import SENTENCES
-from tests.test_scoring import save_run
+from tests.tiny_runs import SENTENCES
+from tests.tiny_runs import save_run
 
 TOL = dict(rtol=1e-4, atol=1e-4)
 torch.set_num_threads(1)

@@ -8,7 +8,6 @@ seconds importing TensorFlow.
 """
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -21,10 +20,13 @@ from interop.keras_archive import export_keras
 from interop.savedmodel import export_savedmodel
 from pretrain.objectives import build_model
 from loading.runs import load_tokenizer_for
-from tests.test_scoring import MICRO
-from tests.test_scoring import PAD
-from tests.test_scoring import save_run
-from tests.test_tokenization import train_sentencepiece
+from tests.dataset_builds import train_sentencepiece
+from tests.script_checks import WITHOUT_OUR_CODE
+from tests.script_checks import _python
+from tests.script_checks import _wait
+from tests.tiny_runs import MICRO
+from tests.tiny_runs import PAD
+from tests.tiny_runs import save_run
 from util.errors import UserError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -36,23 +38,6 @@ SENTENCES = ["the cat sat on the mat", "The Quick Brown FOX jumps over",
              "it and they ran on"]
 TOL = dict(rtol=1e-4, atol=1e-4)
 
-# Run with -S: our repo is pip-installed in editable mode, and its .pth
-# finder would make `model` importable anywhere; site-packages are added
-# back by hand, without their .pth files. It imports TensorFlow, then
-# waits on stdin for the names of the exports.
-WITHOUT_OUR_CODE = """
-import json, sys
-sys.path += json.loads(sys.argv[1])
-for ours in ("model", "finetune"):
-  try:
-    __import__(ours)
-    sys.exit("our code is importable: " + ours)
-  except ModuleNotFoundError:
-    pass
-import numpy as np
-import tensorflow as tf
-import tensorflow_text  # noqa: registers the tokenizer ops
-"""
 LOAD_SAVEDMODELS = WITHOUT_OUR_CODE + """
 names, sentences = json.loads(sys.stdin.readline())
 ids = dict(np.load("ids.npz"))
@@ -80,21 +65,6 @@ assert isinstance(load_keras(sys.argv[1]), Discriminator)
 out = disc(dict(np.load(sys.argv[2])))
 np.savez(sys.argv[3], **{k: np.asarray(v) for k, v in out.items()})
 """
-
-
-def _python(script, *args, cwd, isolated=False):
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  flags = ["-S"] if isolated else []
-  return subprocess.Popen([sys.executable, *flags, "-c", script, *args],
-                          cwd=cwd, env=env, stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
-
-
-def _wait(process, stdin=None):
-  output, _ = process.communicate(stdin, timeout=300)
-  assert process.returncode == 0, output[-3000:]
-  return output
 
 
 def _sentencepiece_run(tmp_path):

@@ -11,27 +11,11 @@ import textwrap
 
 import numpy as np
 
-from configure_finetuning import FinetuningConfig
-from finetune.multiple_choice.choice_tasks import RACE
-from finetune.tagging.tagging_tasks import POSTagging
-from model.config import get_model_config
+from tests.tiny_heads import HIDDEN
+from tests.tiny_heads import TAGS
+from tests.tiny_heads import build_heads
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-TAGS = ["DT", "NN", "VBZ", "."]
-HIDDEN = 16
-
-
-def build_heads():
-  """{task name: (task, head)}: POS with a CRF, RACE; variables created."""
-  config = get_model_config("tiny", 50, {"hidden_size": HIDDEN})
-  pos = POSTagging(FinetuningConfig(tagging_crf=True), None)
-  pos._labels = list(TAGS)  # no files: the tag set given
-  race = RACE(FinetuningConfig(), None)
-  heads = {task.name: (task, task.build_head(config)) for task in (pos, race)}
-  heads["pos"][1].build((None, None, HIDDEN))
-  heads["race"][1].build((None, HIDDEN))
-  return heads
-
 
 JAX_SCRIPT = textwrap.dedent("""
     import sys
@@ -39,7 +23,7 @@ JAX_SCRIPT = textwrap.dedent("""
     import numpy as np
     import keras
     assert keras.backend.backend() == "jax", keras.backend.backend()
-    from tests.test_finetune_heads_jax import build_heads
+    from tests.tiny_heads import build_heads
     out = {}
     for name, (task, head) in build_heads().items():
       data = dict(np.load(f"{sys.argv[1]}/{name}.npz"))

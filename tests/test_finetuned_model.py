@@ -7,7 +7,7 @@ transformers (logits checked against transformers itself) and as a
 SavedModel whose text signature gives the label in a process where none
 of our code can be imported.
 
-A tiny model (tests/test_pos_crf.py's tiny_run) on slices of the real
+A tiny model (tests/tiny_runs.py's tiny_run) on slices of the real
 SST-2 and RTE; the export checks use O(1) random weights, so that every
 weight counts."""
 
@@ -28,11 +28,7 @@ import transformers
 import export_model
 import run_finetuning
 from configure_finetuning import FinetuningConfig
-from configure_pretraining import PretrainingConfig
-from finetune import task_builder
 from finetune.classification.classification_tasks import SentenceExample
-from finetune.model import FinetuningModel
-from finetune.model import head_weights
 from finetune.model import load_finetuned
 from finetune.multiple_choice.choice_tasks import ChoiceExample
 from finetune.tagging.tagging_tasks import TaggingExample
@@ -41,24 +37,20 @@ from interop import export
 from interop.config import load_config
 from interop.weights import encoder_slots
 from loading import finetuned as finetuned_files
-from model.config import TransformerConfig
+from tests.finetuned_models import QUICK
+from tests.finetuned_models import finetune
+from tests.finetuned_models import finetune_argv
+from tests.finetuned_models import random_finetuned
+from tests.pretraining_runs import ROOT
+from tests.script_checks import WITHOUT_OUR_CODE
+from tests.script_checks import _python
+from tests.script_checks import _wait
 from tests.shared_data import SHARED
-from tests.test_export_savedmodel import _python
-from tests.test_export_savedmodel import _wait
+from tests.tiny_runs import tiny_run
 from training.progress import Progress
-from tests.test_export_savedmodel import WITHOUT_OUR_CODE
-from tests.test_pos_crf import VOCAB_8K
-from tests.test_pos_crf import tiny_run
-from tests.test_pretraining_e2e import ROOT
-from tests.test_scoring import MICRO
 from util.errors import UserError
-from util.tokenization import load_tokenizer
 
 GLUE = pathlib.Path(SHARED) / "glue"
-QUICK = {"train_examples_limit": 32, "num_train_epochs": 1.0,
-         "train_batch_size": 16, "eval_batch_size": 16, "max_seq_length": 32,
-         "log_every_steps": 2, "learning_rate": 1e-3,
-         "layerwise_lr_decay": 1.0}
 TOL = dict(rtol=1e-4, atol=1e-4)
 torch.set_num_threads(1)
 
@@ -71,21 +63,6 @@ def glue_slice(folder, task, split, lines):
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_text("\n".join(rows) + "\n", encoding="utf-8")
   return path
-
-
-def finetune_argv(data_dir, tasks, *extra, quick=None, **hparams):
-  """run_finetuning.py's flags for the tiny run in data_dir; `quick`: the
-  base hparams (default QUICK), `hparams` on top."""
-  return ["--data-dir", str(data_dir), "--model-name", "tiny",
-          "--task-names", tasks,
-          "--hparams", json.dumps(dict(quick or QUICK, **hparams)),
-          *[str(x) for x in extra]]
-
-
-def finetune(data_dir, tasks, *extra, quick=None, **hparams):
-  """run_finetuning.py in this process (finetune_argv's flags)."""
-  return run_finetuning.main(
-      finetune_argv(data_dir, tasks, *extra, quick=quick, **hparams))
 
 
 @pytest.fixture(scope="module")
@@ -236,39 +213,6 @@ def test_a_finetuned_model_starts_another_finetuning(world, tmp_path,
 
 
 # ------------------------------------------------------------ exports
-def random_finetuned(path, task_names, labels=None, **values):
-  """A fine-tuned model of `task_names` with O(1) random weights (no
-  training), saved as run_finetuning.py keeps one."""
-  tokenizer = load_tokenizer(str(VOCAB_8K))
-  config = FinetuningConfig(task_names=task_names, max_seq_length=24,
-                            **values)
-  tasks = task_builder.get_tasks(config, tokenizer)
-  for task in tasks:
-    if labels:
-      task.restore_labels(labels)
-  model_config = TransformerConfig(vocab_size=tokenizer.vocab_size, **MICRO)
-  model = FinetuningModel(model_config, tasks, name="finetuning")
-  ids = np.zeros((1, 4), np.int32)
-  model.encoder(ids, ids + 1, ids)
-  rng = np.random.RandomState(len(task_names))
-  for task in tasks:
-    model.heads[task.name].build(None)
-  for v in model.trainable_variables:
-    value = rng.normal(0.0, 0.5, tuple(v.shape))
-    v.assign((value + v.path.endswith("gamma")).astype(np.float32))
-  pretrain_config = PretrainingConfig(
-      model_size="tiny", vocab_size=tokenizer.vocab_size,
-      vocab_file=str(VOCAB_8K), model_hparam_overrides=dict(MICRO))
-  finetuned_files.save(
-      str(path), finetuning_config=config, pretrain_config=pretrain_config,
-      model_config=model_config,
-      tasks={t.name: t.model_info() for t in tasks},
-      encoder={s.name: s.value() for s in encoder_slots(model.encoder)},
-      heads={t.name: head_weights(model.heads[t.name]) for t in tasks},
-      vocab_file=str(VOCAB_8K), info=dict(trial=0, run="test"))
-  return str(path)
-
-
 SENTENCES = ["a gripping , funny and moving film", "it is not a good movie",
              "the plot goes nowhere , slowly and at great length , "
              "and the actors seem to know it too", "", "Zebra!"]

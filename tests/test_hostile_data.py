@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO))
 import configure_pretraining  # noqa: E402
 from dataset import build as dataset_build  # noqa: E402
 from dataset import corpus  # noqa: E402
-from tests.test_build_pretraining_dataset import read_examples  # noqa: E402
-from tests.test_build_pretraining_dataset import run_builder  # noqa: E402
+from tests.dataset_builds import read_examples  # noqa: E402
+from tests.dataset_builds import run_builder  # noqa: E402
 
 VOCAB = REPO / "sample_data" / "vocab.txt"
 SAMPLE = REPO / "sample_data" / "corpus" / "wiki_sample.txt"

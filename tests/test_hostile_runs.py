@@ -23,18 +23,17 @@ import pytest
 
 import run_comparison
 import run_pretraining
-from tests.test_hostile_scripts import refused
-from tests.test_hostile_scripts import snapshot
-from tests.test_pretraining_e2e import ROOT
-from tests.test_pretraining_e2e import data_dir  # noqa: F401 (fixture)
-from tests.test_pretraining_e2e import hparams
+from tests.pretraining_runs import ROOT
+from tests.pretraining_runs import hparams
+from tests.script_checks import refused
+from tests.script_checks import snapshot
 
 RUN = hparams(num_train_steps=20, save_checkpoints_steps=10,
               num_eval_steps=1)
 
 
 @pytest.fixture(scope="module")
-def trained(data_dir):  # noqa: F811
+def trained(data_dir):
   """DATA/models/m: 20 steps, ckpt-10 and ckpt-20, evaluated once."""
   run_pretraining.main(["--data-dir", data_dir, "--model-name", "m",
                         "--hparams", RUN, "--do-eval"])
@@ -52,7 +51,7 @@ def _copy(trained, tmp_path, damage=None):
   return copy
 
 
-def _pt(data_dir, model_dir, *extra, run=RUN):  # noqa: F811
+def _pt(data_dir, model_dir, *extra, run=RUN):
   return ["--data-dir", data_dir, "--model-dir", str(model_dir),
           "--hparams", run, *[str(x) for x in extra]]
 
@@ -205,7 +204,7 @@ def resumed_with_other_hparams(d, t, w):
 
 
 @pytest.mark.parametrize("name", sorted(PRETRAINING))
-def test_pretraining_refuses(data_dir, trained, tmp_path, capsys, name):  # noqa: F811
+def test_pretraining_refuses(data_dir, trained, tmp_path, capsys, name):
   make_argv, match = PRETRAINING[name]
   argv = make_argv(data_dir, tmp_path, trained)
   out, _ = refused(run_pretraining.main, argv, match, capsys,
@@ -213,7 +212,7 @@ def test_pretraining_refuses(data_dir, trained, tmp_path, capsys, name):  # noqa
   assert "step 1" not in out and "saved" not in out
 
 
-def test_pretraining_refuses_a_read_only_model_dir(data_dir, trained,  # noqa: F811
+def test_pretraining_refuses_a_read_only_model_dir(data_dir, trained,
                                                    tmp_path, capsys,
                                                    monkeypatch):
   """Permissions do not stop root (as tests run here): the folder reads
@@ -228,7 +227,7 @@ def test_pretraining_refuses_a_read_only_model_dir(data_dir, trained,  # noqa: F
           [data_dir, tmp_path])
 
 
-def test_a_second_run_on_a_folder_in_use_is_refused(data_dir, trained,  # noqa: F811
+def test_a_second_run_on_a_folder_in_use_is_refused(data_dir, trained,
                                                     tmp_path, capsys):
   """The lock another run holds (here: this process, through another open
   file) refuses a training run, naming the holder; an eval-only run goes
@@ -289,7 +288,7 @@ run_pretraining.main(sys.argv[1:])
 """
 
 
-def test_ctrl_c_saves_and_exits_like_sigterm(data_dir):  # noqa: F811
+def test_ctrl_c_saves_and_exits_like_sigterm(data_dir):
   model_dir = os.path.join(data_dir, "models", "interrupted")
   result = subprocess.run(
       [sys.executable, "-c", SIGINT_AT_FIRST_LOG, "--data-dir", data_dir,
@@ -355,7 +354,7 @@ def test_comparison_refuses(tmp_path, capsys, name):
   assert not (tmp_path / "cmp").exists()
 
 
-def _planned(data_dir, tmp_path, budget):  # noqa: F811
+def _planned(data_dir, tmp_path, budget):
   """A comparison over the built data whose plan.json holds `budget`."""
   out = tmp_path / "cmp"
   (out / "jobs").mkdir(parents=True)
@@ -366,7 +365,7 @@ def _planned(data_dir, tmp_path, budget):  # noqa: F811
   return ["--pretrain-data-dir", data_dir, "--max-seq-length", 64]
 
 
-def test_comparison_refuses_a_changed_plan_on_resume(data_dir, tmp_path,  # noqa: F811
+def test_comparison_refuses_a_changed_plan_on_resume(data_dir, tmp_path,
                                                      capsys):
   extra = _planned(data_dir, tmp_path, 1e12)
   refused(run_comparison.main, _cmp(tmp_path, "--budget-flops", 2e12, *extra),
@@ -379,7 +378,7 @@ def test_comparison_refuses_a_changed_plan_on_resume(data_dir, tmp_path,  # noqa
     (b'{"budget_flops": 1e12, "model', r"cmp/plan.json is not valid JSON"),
     (b"[1, 2]", r"cmp/plan.json is not a comparison plan"),
 ])
-def test_comparison_refuses_a_damaged_plan(data_dir, tmp_path, capsys,  # noqa: F811
+def test_comparison_refuses_a_damaged_plan(data_dir, tmp_path, capsys,
                                            damage, match):
   extra = _planned(data_dir, tmp_path, 1e12)
   (tmp_path / "cmp" / "plan.json").write_bytes(damage)

@@ -9,7 +9,7 @@ contradict each other, and writes that fail half way. Every case must end
 with exit status 2 and exactly one `error:` line on stderr, no traceback,
 and every file that existed before byte-identical afterwards.
 
-One tiny random model (tests/test_scoring.py's save_run) serves every case;
+One tiny random model (tests/tiny_runs.py's save_run) serves every case;
 most cases fail before any model work and run in-process. Subprocesses only
 where the process boundary matters (binary stdin, tracebacks).
 """
@@ -20,7 +20,6 @@ import os
 import pathlib
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import time
@@ -31,8 +30,10 @@ import pytest
 import export_model
 import run_finetuning
 import run_scoring
+from tests.script_checks import refused
+from tests.script_checks import snapshot
 from tests.shared_data import SHARED
-from tests.test_scoring import save_run
+from tests.tiny_runs import save_run
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RTE = pathlib.Path(SHARED) / "glue" / "RTE"
@@ -55,45 +56,6 @@ def world(tmp_path_factory):
     lines = (RTE / f"{split}.tsv").read_bytes().splitlines(keepends=True)
     (rte / f"{split}.tsv").write_bytes(b"".join(lines[:9]))
   return root
-
-
-def snapshot(root):
-  """{path: what it is}: bytes of regular files, targets of links, and
-  the kind of anything else; nothing is followed or opened but files."""
-  out = {}
-  for folder, dirs, files in os.walk(root):
-    for name in dirs + files:
-      path = os.path.join(folder, name)
-      mode = os.lstat(path).st_mode
-      if stat.S_ISLNK(mode):
-        out[path] = ("link", os.readlink(path))
-      elif stat.S_ISREG(mode):
-        with open(path, "rb") as f:
-          out[path] = ("file", f.read())
-      elif not stat.S_ISDIR(mode):
-        out[path] = ("special", stat.S_IFMT(mode))
-  return out
-
-
-def refused(main, argv, match, capsys, roots):
-  """Runs main(argv) in-process: exit 2, one `error:` line matching
-  `match`, no traceback, every file under `roots` untouched."""
-  before = [snapshot(r) for r in roots]
-  with pytest.raises(SystemExit) as info:
-    main(argv)
-  out, err = capsys.readouterr()
-  assert info.value.code == 2, (out, err)
-  assert "Traceback" not in err, err
-  errors = [l for l in err.splitlines() if l.startswith("error:")]
-  assert len(errors) == 1 and err.strip().splitlines()[-1] == errors[0], err
-  assert re.search(match, errors[0]), errors[0]
-  for root, old in zip(roots, before):
-    new = snapshot(root)
-    changed = [p for p in old if new.get(p) != old[p]]
-    assert not changed, changed
-    # And nothing half-written was left behind.
-    assert not [p for p in new if ".incomplete" in p], new.keys()
-  return out, errors[0]
 
 
 def _glue_lines():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pretrain.objectives import build_model
-from tests.test_model import electra_hparams
+from tests.tiny_models import electra_hparams
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -38,7 +38,7 @@ JAX_SCRIPT = textwrap.dedent("""
     import numpy as np
     import keras
     assert keras.backend.backend() == "jax", keras.backend.backend()
-    from tests.test_model import electra_hparams
+    from tests.tiny_models import electra_hparams
     from pretrain.objectives import build_model
     jobs, features_path = json.loads(sys.argv[1]), sys.argv[2]
     features = dict(np.load(features_path))

@@ -31,7 +31,7 @@ from loading.sources import find_pretrained
 from loading.sources import open_source
 from pretrain.objectives import build_model
 from tests.shared_data import SHARED
-from tests.test_scoring import write_run
+from tests.tiny_runs import write_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(ROOT, "sample_data", "vocab_8k.txt")

@@ -4,17 +4,8 @@ import numpy as np
 import pytest
 
 from pretrain import losses
-
-
-def np_log_softmax(x):
-  x = x - x.max(-1, keepdims=True)
-  return x - np.log(np.exp(x).sum(-1, keepdims=True))
-
-
-def np_masked_lm_loss(logits, labels, weights):
-  logp = np_log_softmax(logits.astype(np.float64))
-  nll = -np.take_along_axis(logp, labels[..., None], -1)[..., 0]
-  return (weights * nll).sum() / (weights.sum() + 1e-6)
+from tests.numpy_reference import np_log_softmax
+from tests.numpy_reference import np_masked_lm_loss
 
 
 def np_disc_loss(logits, labels, weights):

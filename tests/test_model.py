@@ -5,13 +5,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from configure_pretraining import PretrainingConfig
 from util.config import apply_overrides
 from model import Embeddings
 from model import Encoder
 from model.config import get_model_config
 from model.config import scale_config
 from pretrain.objectives import build_model
+from tests.numpy_reference import np_gelu
+from tests.numpy_reference import np_layer_norm
+from tests.numpy_reference import np_masked_lm_loss
+from tests.tiny_models import electra_hparams
 from util.errors import UserError
 
 
@@ -114,17 +117,6 @@ def test_shared_embeddings_are_one_copy():
   assert a.embeddings.token_table is b.embeddings.token_table
 
 
-def electra_hparams(**kw):
-  h = PretrainingConfig(data_dir="/tmp/unused", model_name="m",
-                        model_size="tiny", vocab_size=60, max_seq_length=16,
-                        model_hparam_overrides=dict(
-                            hidden_size=16, intermediate_size=32,
-                            embedding_size=8, num_attention_heads=2),
-                        **kw)
-  h.validate()
-  return h
-
-
 def test_electra_model_variables_and_vocab_projection_at_masked_only():
   model = build_model(electra_hparams())
   model.build_variables()
@@ -170,17 +162,6 @@ def test_sample_equal_to_original_counts_as_real():
   for b in range(4):
     fake[b, positions[b]] = out["sampled_ids"][b, :2]
   np.testing.assert_array_equal(out["disc_labels"], (fake != ids))
-
-
-def np_layer_norm(x, gamma, beta, eps):
-  mean = x.mean(-1, keepdims=True)
-  var = ((x - mean) ** 2).mean(-1, keepdims=True)
-  return (x - mean) / np.sqrt(var + eps) * gamma + beta
-
-
-def np_gelu(x):
-  from scipy.special import erf
-  return 0.5 * x * (1 + erf(x / np.sqrt(2)))
 
 
 def test_encoder_matches_numpy_reference():
@@ -231,7 +212,6 @@ def test_encoder_matches_numpy_reference():
 
 
 def test_masked_lm_objective_matches_numpy_on_its_logits():
-  from tests.test_losses import np_masked_lm_loss
   model = build_model(electra_hparams(objective="mlm"))
   model.build_variables()
   assert model.config.mask_scheme == "bert"

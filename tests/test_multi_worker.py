@@ -9,12 +9,11 @@ import subprocess
 import sys
 
 import numpy as np
+from tests.pretraining_runs import ROOT
+from tests.pretraining_runs import hparams
+from tests.pretraining_runs import run_cli
+from tests.pretraining_runs import variables
 
-from tests.test_pretraining_e2e import ROOT
-from tests.test_pretraining_e2e import data_dir  # noqa: F401 (fixture)
-from tests.test_pretraining_e2e import hparams
-from tests.test_pretraining_e2e import run_cli
-from tests.test_pretraining_e2e import variables
 
 STEPS = 30
 # Keras draws dropout masks and ELECTRA's generator samples per replica, so
@@ -39,7 +38,7 @@ def free_ports(n):
   return ports
 
 
-def test_two_workers_match_one(data_dir):  # noqa: F811
+def test_two_workers_match_one(data_dir):
   args = ["--input-sharding", "batches", "--hparams",
           hparams(num_train_steps=STEPS, save_checkpoints_steps=STEPS,
                   **NO_RANDOMNESS)]

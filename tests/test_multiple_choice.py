@@ -17,11 +17,11 @@ from finetune.multiple_choice.choice_tasks import COPA
 from finetune.multiple_choice.choice_tasks import RACE
 from finetune.multiple_choice.choice_tasks import SWAG
 from finetune.multiple_choice.choice_tasks import truncate_context_first
-from tests.test_pos_crf import QUICK
-from tests.test_pos_crf import VOCAB_8K
-from tests.test_pos_crf import expect_error
-from tests.test_pos_crf import tiny_run
 from util.errors import UserError
+from tests.script_checks import expect_error
+from tests.tiny_runs import QUICK
+from tests.tiny_runs import VOCAB_8K
+from tests.tiny_runs import tiny_run
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RACE_DATA = ROOT / "tests" / "data" / "race"

@@ -28,9 +28,8 @@ from pretrain.objectives.base import MAIN
 from pretrain.objectives.base import Part
 from pretrain.objectives.base import PretrainingModel
 from pretrain.objectives.mlm import masked_lm_export_head
-from tests.test_pretraining_e2e import data_dir  # noqa: F401 (fixture)
-from tests.test_pretraining_e2e import hparams
-from tests.test_pretraining_e2e import losses_from
+from tests.pretraining_runs import hparams
+from tests.pretraining_runs import losses_from
 
 
 class ToyCloze(PretrainingModel):
@@ -93,7 +92,7 @@ def registered():
 
 
 def test_toy_objective_trains_counts_flops_exports_and_scores(
-    data_dir, tmp_path, capsys):  # noqa: F811
+    data_dir, tmp_path, capsys):
   settings = json.loads(hparams(objective="toy_cloze", num_train_steps=20))
   run_pretraining.main(["--data-dir", data_dir, "--model-name", "toy",
                         "--hparams", json.dumps(settings)])

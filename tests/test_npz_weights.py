@@ -15,7 +15,7 @@ from interop.weights import networks
 from loading import sources
 from loading.runs import restore_model
 from pretrain.objectives import build_model
-from tests.test_model import electra_hparams
+from tests.tiny_models import electra_hparams
 from util.errors import UserError
 
 

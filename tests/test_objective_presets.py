@@ -12,12 +12,11 @@ import pytest
 import run_pretraining
 from configure_pretraining import PretrainingConfig
 from pretrain.objectives import build_model
-from tests.test_pretraining_e2e import ROOT
-from tests.test_pretraining_e2e import data_dir  # noqa: F401 (fixture)
-from tests.test_pretraining_e2e import hparams
-from tests.test_pretraining_e2e import losses_from
-from tests.test_pretraining_e2e import variables
 from util.config import parse_config
+from tests.pretraining_runs import ROOT
+from tests.pretraining_runs import hparams
+from tests.pretraining_runs import losses_from
+from tests.pretraining_runs import variables
 
 OBJECTIVES = ("mlm", "electra", "electric", "script")
 SIZES = ("tiny", "small", "base", "large")

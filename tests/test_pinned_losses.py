@@ -18,12 +18,12 @@ import pytest
 from configure_pretraining import PretrainingConfig
 from pretrain.objectives import build_model
 from pretrain import flops
-from tests.test_objectives import MICRO
-from tests.test_objectives import PICKS
-from tests.test_objectives import SEQ
-from tests.test_objectives import SPECIALS
-from tests.test_objectives import VOCAB
-from tests.test_objectives import make_batch
+from tests.tiny_models import MICRO
+from tests.tiny_models import PICKS
+from tests.tiny_models import SEQ
+from tests.tiny_models import SPECIALS
+from tests.tiny_models import VOCAB
+from tests.tiny_models import make_batch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PINNED = os.path.join(ROOT, "tests", "data", "pinned_losses.json")

@@ -3,38 +3,27 @@ layouts) and the CRF output layer of every tagging task: the CRF's log Z,
 NLL and Viterbi path against brute-force enumeration, and short
 fine-tuning runs of a tiny model with the CRF on and off."""
 
-import dataclasses
 import itertools
 import json
-import os
 import pathlib
 import shutil
 
 import numpy as np
 import pytest
-import tensorflow as tf
 from sklearn import metrics as sk
 
 import run_finetuning
 from configure_finetuning import FinetuningConfig
-from configure_pretraining import PretrainingConfig
 from finetune.tagging.crf import CRF
 from finetune.tagging.tagging_tasks import POSTagging
-from pretrain.objectives import build_model
+from tests.script_checks import expect_error
 from tests.shared_data import SHARED
-from tests.test_scoring import EXCLUDED
-from tests.test_scoring import MICRO
-from training.checkpointing import make_checkpoint
+from tests.tiny_runs import QUICK
+from tests.tiny_runs import VOCAB_8K
+from tests.tiny_runs import tiny_run
 from util.errors import UserError
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHUNK = pathlib.Path(SHARED) / "chunk"
-VOCAB_8K = ROOT / "sample_data" / "vocab_8k.txt"
-# Tiny fine-tuning runs: a few steps, short rows.
-QUICK = {"num_train_epochs": 8.0, "train_batch_size": 8,
-         "eval_batch_size": 64, "max_seq_length": 48, "log_every_steps": 50,
-         "learning_rate": 1e-2, "layerwise_lr_decay": 1.0,
-         "warmup_proportion": 0.0, "overwrite": True}
 
 
 # ------------------------------------------------------------ helpers
@@ -51,43 +40,11 @@ def write_conll(path, sentences):
                               for s in sentences) + "\n")
 
 
-def tiny_run(data_dir, name="tiny"):
-  """An untrained tiny ELECTRA (tests/test_scoring.py's shapes) saved as a
-  pretraining run, with the 8k sample vocabulary so that English text
-  tokenizes. It keeps Keras' initial weights: test_scoring's write_run
-  gives O(1) weights, from which 40 fine-tuning steps learn nothing (POS
-  accuracy 12.8%, the majority tag, against 76% from these)."""
-  h = PretrainingConfig(
-      model_size="tiny", vocab_size=len(VOCAB_8K.read_text().split()),
-      max_seq_length=16, max_predictions_per_seq=3, data_dir=str(data_dir),
-      model_name=name, vocab_file=str(VOCAB_8K), objective="electra",
-      model_hparam_overrides=dict(MICRO))
-  h.validate()
-  model = build_model(h, special_ids=EXCLUDED)
-  model.build_variables()
-  os.makedirs(h.model_dir, exist_ok=True)
-  with open(os.path.join(h.model_dir, "pretrain_config.json"), "w") as f:
-    json.dump(dataclasses.asdict(h), f)
-  tf.train.CheckpointManager(make_checkpoint(model), h.model_dir, 1,
-                             checkpoint_name="ckpt").save(checkpoint_number=1)
-  return str(data_dir)
-
-
 def finetune(data_dir, task, capsys, **extra):
   summary = run_finetuning.main([
       "--data-dir", data_dir, "--model-name", "tiny", "--task-names", task,
       "--hparams", json.dumps(dict(QUICK, **extra))])
   return summary, capsys.readouterr().out
-
-
-def expect_error(capsys, argv, match):
-  """run_finetuning.main ends in exactly one `error:` line, exit 2."""
-  with pytest.raises(SystemExit) as exit_info:
-    run_finetuning.main(argv)
-  assert exit_info.value.code == 2
-  err = capsys.readouterr().err.strip().splitlines()
-  assert len(err) == 1 and err[0].startswith("error: "), err
-  assert match in err[0], err[0]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 from configure_pretraining import PretrainingConfig
 from model.config import GENERATOR_MULTIPLIER
 from model.config import MODEL_PRESETS
-from tests.test_pretraining_e2e import ROOT
+from tests.pretraining_runs import ROOT
 
 # Dissertation Table 5.1 (= ELECTRA paper Table 6): shapes per size.
 TABLE_5_1_SHAPES = {

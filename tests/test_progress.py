@@ -16,11 +16,8 @@ import build_pretraining_dataset
 import run_finetuning
 import run_scoring
 from dataset import build as dataset_build
-from tests.test_finetuning_e2e import QUICK
-from tests.test_finetuning_e2e import pretrained  # noqa: F401 (fixture)
-from tests.test_pretraining_e2e import data_dir  # noqa: F401 (fixture)
-from tests.test_scoring import runs  # noqa: F401 (fixture)
 from training import progress
+from tests.finetuning_data import QUICK
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -82,7 +79,7 @@ def test_quick_jobs_print_their_last_line_only_and_slow_ones_keep_talking(
                              " | elapsed 0m30s, ETA 11d")
 
 
-def test_scoring_says_its_cost_first_and_shows_progress(runs, capsys,  # noqa: F811
+def test_scoring_says_its_cost_first_and_shows_progress(runs, capsys,
                                                         monkeypatch):
   data_dir, _ = runs
   monkeypatch.setattr(progress, "QUIET_SECONDS", 0.0)
@@ -205,7 +202,7 @@ def test_quickstart_rerun_builds_nothing_and_labels_before_training_honestly(
 
 
 def test_finetuning_shows_progress_and_checks_its_data_before_trial_1(
-    pretrained, capsys, monkeypatch):  # noqa: F811
+    pretrained, capsys, monkeypatch):
   monkeypatch.setattr(progress, "QUIET_SECONDS", 0.0)
   base = ["--data-dir", pretrained, "--model-name", "pre", "--hparams",
           json.dumps(dict(QUICK, log_every_steps=100, train_examples_limit=96,

@@ -10,9 +10,8 @@ import pytest
 import tensorflow as tf
 
 import run_pretraining
-from tests.test_pretraining_e2e import data_dir  # noqa: F401 (fixture)
-from tests.test_pretraining_e2e import hparams
 from training import progress
+from tests.pretraining_runs import hparams
 
 
 def config_of(model_dir, name="pretrain_config.json"):
@@ -24,13 +23,13 @@ def latest_step(model_dir):
   return int(tf.train.latest_checkpoint(model_dir).rsplit("-", 1)[1])
 
 
-def run(data_dir, capsys, *argv, **kw):  # noqa: F811
+def run(data_dir, capsys, *argv, **kw):
   run_pretraining.main(["--data-dir", data_dir, "--model-name", "resumed",
                         "--hparams", hparams(**kw), *argv])
   return capsys.readouterr().out
 
 
-def refused(data_dir, capsys, *argv, **kw):  # noqa: F811
+def refused(data_dir, capsys, *argv, **kw):
   with pytest.raises(SystemExit) as info:
     run(data_dir, capsys, *argv, **kw)
   assert info.value.code == 2
@@ -39,7 +38,7 @@ def refused(data_dir, capsys, *argv, **kw):  # noqa: F811
   return err[0]
 
 
-def test_resume_refuses_changed_hparams_unless_accepted(data_dir, capsys,  # noqa: F811
+def test_resume_refuses_changed_hparams_unless_accepted(data_dir, capsys,
                                                         monkeypatch):
   model_dir = os.path.join(data_dir, "models", "resumed")
   run(data_dir, capsys, num_train_steps=20, temperature=2.0)

@@ -3,7 +3,7 @@ gives the answers `run_finetuning.py --do-predict` writes for the same
 file (windows, max-context tokens, beam, null score all done in the
 graph), in a process where none of our code can be imported.
 
-Random O(1) weights (tests/test_finetuned_model.py's random_finetuned),
+Random O(1) weights (tests/finetuned_models.py's random_finetuned),
 so that spans differ; 24-token windows with a stride of 5 so that each
 context has many overlapping windows; real SQuAD dev paragraphs plus one
 written to hit the odd cases (accents, a character the vocabulary lacks,
@@ -20,11 +20,11 @@ import export_model
 import run_finetuning
 from interop import export
 from interop.config import load_config
+from tests.finetuned_models import random_finetuned
+from tests.script_checks import WITHOUT_OUR_CODE
+from tests.script_checks import _python
+from tests.script_checks import _wait
 from tests.shared_data import SHARED
-from tests.test_export_savedmodel import _python
-from tests.test_export_savedmodel import _wait
-from tests.test_export_savedmodel import WITHOUT_OUR_CODE
-from tests.test_finetuned_model import random_finetuned
 from training.progress import Progress
 from util.errors import UserError
 

@@ -7,84 +7,29 @@ reloaded as pretraining runs. BLiMP and n-best use stub scorers and
 hand-counted answers.
 """
 
-import dataclasses
 import json
 import os
 import re
 
 import numpy as np
 import pytest
-import tensorflow as tf
 from scipy.special import logsumexp
 
 import run_scoring
-from configure_pretraining import PretrainingConfig
-from pretrain.objectives import build_model
 from scoring import blimp
 from scoring import nbest
 from scoring.pll import Scorer
 from scoring.pll import appendix_g_log_p
-from training.checkpointing import make_checkpoint
+from tests.tiny_runs import CLS
+from tests.tiny_runs import EXCLUDED
+from tests.tiny_runs import MASK
+from tests.tiny_runs import SENTENCES
+from tests.tiny_runs import SEP
+from tests.tiny_runs import UNK
+from tests.tiny_runs import VOCAB
 
-WORDS = ("the a cat dog sat ran on mat big small red blue and is was ##s "
-         "##ed quick brown fox jumps over lazy bird sings loud they we "
-         "saw it").split()
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
-PAD, UNK, CLS, SEP, MASK = range(5)
-EXCLUDED = (PAD, CLS, SEP, MASK)
 ROOM = len(VOCAB) - len(EXCLUDED)  # most candidates appendix G can take
-MICRO = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2,
-             embedding_size=8, num_hidden_layers=1, hidden_dropout_prob=0.0,
-             attention_probs_dropout_prob=0.0)
-SENTENCES = ["the cat sat on the mat", "a big dog ran", "",
-             "the quick brown fox jumps over the lazy dog", "cats", "zebra",
-             "they saw it"]
 TOL = dict(rtol=1e-4, atol=1e-4)
-
-
-# ------------------------------------------------------------ tiny runs
-def save_run(data_dir, objective, **kw):
-  """A randomly initialised tiny model saved as a pretraining run would
-  be: DATA_DIR/models/<name>/pretrain_config.json + a checkpoint."""
-  name = kw.pop("name", objective)
-  vocab_file = os.path.join(data_dir, "vocab.txt")
-  with open(vocab_file, "w") as f:
-    f.write("\n".join(VOCAB) + "\n")
-  h = PretrainingConfig(
-      model_size="tiny", vocab_size=len(VOCAB), max_seq_length=16,
-      max_predictions_per_seq=3, data_dir=data_dir, model_name=name,
-      vocab_file=vocab_file, objective=objective,
-      model_hparam_overrides=dict(MICRO), **kw)
-  h.validate()
-  return write_run(h, build_model(h, special_ids=EXCLUDED))
-
-
-def write_run(h, model):
-  """Gives `model` O(1) random weights (seeded by its run's name, so that
-  every part of the network counts) and saves it as run `h` would be:
-  pretrain_config.json + a checkpoint. Returns (h, model)."""
-  model.build_variables()
-  rng = np.random.RandomState(len(h.model_name))
-  for v in model.trainable_variables:
-    value = rng.normal(0.0, 0.5, tuple(v.shape))
-    v.assign((value + v.path.endswith("gamma")).astype(np.float32))
-  os.makedirs(h.model_dir, exist_ok=True)
-  with open(os.path.join(h.model_dir, "pretrain_config.json"), "w") as f:
-    json.dump(dataclasses.asdict(h), f)
-  tf.train.CheckpointManager(make_checkpoint(model), h.model_dir, 1,
-                             checkpoint_name="ckpt").save(checkpoint_number=1)
-  return h, model
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-  data_dir = str(tmp_path_factory.mktemp("scoring"))
-  made = {name: save_run(data_dir, objective, name=name, **kw)
-          for name, objective, kw in (
-              ("electric", "electric", {}), ("script", "script", {}),
-              ("mlm", "mlm", {}), ("electra", "electra", {}),
-              ("electra_tt", "electra", dict(two_tower_generator=True)))}
-  return data_dir, made
 
 
 def tokens_of(scorer, text):

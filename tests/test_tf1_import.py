@@ -13,9 +13,8 @@ import tensorflow as tf
 
 import run_finetuning
 import run_pretraining
+from tests.pretraining_runs import hparams
 from tests.shared_data import SHARED
-from tests.test_pretraining_e2e import data_dir  # noqa: F401 (fixture)
-from tests.test_pretraining_e2e import hparams
 from tests.tf1_reference import Tf1Sizes
 from tests.tf1_reference import numpy_discriminator_logits
 from tests.tf1_reference import numpy_generator_logits
@@ -115,7 +114,7 @@ def small_model(small):
 
 
 @pytest.fixture(scope="module")
-def full(data_dir, tmp_path_factory):  # noqa: F811
+def full(data_dir, tmp_path_factory):
   """A full-size-generator checkpoint with the dataset's vocab beside it."""
   folder = tmp_path_factory.mktemp("full")
   values = write_tf1_checkpoint(str(folder / "model.ckpt-100"), FULL,
@@ -307,7 +306,7 @@ def test_pretraining_on_another_vocabulary_is_one_error(data_dir, small,
 
 
 @pytest.fixture(scope="module")
-def rte_dir(data_dir):  # noqa: F811
+def rte_dir(data_dir):
   raw = os.path.join(data_dir, "finetuning_data")
   os.makedirs(raw, exist_ok=True)
   if not os.path.exists(os.path.join(raw, "rte")):

@@ -8,37 +8,12 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dataset import corpus  # noqa: E402
 from util import tokenization  # noqa: E402
 from util.errors import UserError  # noqa: E402
+from tests.dataset_builds import sample_paragraphs
+from tests.dataset_builds import train_sentencepiece
 
 VOCAB = REPO / "sample_data" / "vocab.txt"
-SAMPLE = REPO / "sample_data" / "corpus" / "wiki_sample.txt"
-
-
-def _sample_paragraphs(limit):
-  out = []
-  for doc in corpus.read_documents(str(SAMPLE)):
-    out.extend(doc)
-    if len(out) >= limit:
-      break
-  return out[:limit]
-
-
-def train_sentencepiece(tmp_path, with_specials=True, vocab_size=800):
-  """Trains a small SentencePiece model on the sample; returns its path."""
-  import sentencepiece as spm
-  text = tmp_path / "sp_train.txt"
-  text.write_text("\n".join(_sample_paragraphs(400)) + "\n", encoding="utf-8")
-  prefix = tmp_path / ("sp" if with_specials else "sp_plain")
-  extra = {}
-  if with_specials:
-    extra = dict(user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"],
-                 pad_id=0, pad_piece="[PAD]", unk_id=1)
-  spm.SentencePieceTrainer.train(
-      input=str(text), model_prefix=str(prefix), vocab_size=vocab_size,
-      model_type="unigram", bos_id=-1, eos_id=-1, minloglevel=2, **extra)
-  return str(prefix) + ".model"
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +84,7 @@ def test_ascii_shortcut_matches_full_normalization(uncased):
   as when they take it, and as tensorflow_text's BertTokenizer."""
   import tensorflow as tf
   import tensorflow_text as tf_text
-  lines = [l for l in _sample_paragraphs(300) if l.isascii()][:150]
+  lines = [l for l in sample_paragraphs(300) if l.isascii()][:150]
   lines += ["Hello,   WORLD!", "x" * 150, "y" * 201, ""]
   full = uncased._tok.tokenize(tokenization._normalize(  # pylint: disable=protected-access
       tf.constant(lines), True, True)).to_list()
@@ -178,7 +153,7 @@ def test_sentencepiece_model(tmp_path):
   assert ids["pad"] == 0 and ids["unk"] == 1
   assert [sp.id_to_piece(ids[k]) for k in ("cls", "sep", "mask")] == [
       "[CLS]", "[SEP]", "[MASK]"]
-  lines = _sample_paragraphs(50)
+  lines = sample_paragraphs(50)
   assert tok.tokenize_batch(lines) == sp.encode(lines)
   # Detected by content as well as by extension.
   renamed = tmp_path / "spm_model.bin"
@@ -194,7 +169,7 @@ def test_sentencepiece_without_specials(tmp_path):
 
 
 def test_build_wordpiece_vocab():
-  lines = _sample_paragraphs(300)
+  lines = sample_paragraphs(300)
   vocab = tokenization.build_wordpiece_vocab(lines, 1000, lower_case=True)
   assert vocab[:5] == tokenization.RESERVED_TOKENS
   assert 800 < len(vocab) <= 1000
