@@ -102,11 +102,9 @@ def export_data(args):
         f"held-out ({meta['eval_source']}); files {meta['file_bytes']}")
 
 
-TAGGING_TASKS = ("chunk", "pos")
-
-
 def export_tasks(args):
   """GLUE_DIR's tasks featurized with VOCAB into OUT/finetune/."""
+  from comparison.config import TAGGING_TASKS
   from finetune import arrays as ft_arrays
   from finetune import task_builder
   from finetune.config import FinetuningConfig

@@ -152,7 +152,7 @@ def make_runner(kind, precision, args):
 def train_features(runner, args):
   """The task's real train rows (model inputs only), tiled to TRAIN_ROWS
   batches, with random ids at every position and input_mask all ones."""
-  from finetune.trainer import model_inputs
+  from finetune.featurization import model_inputs
   task = runner.tasks[0]
   _, rows = runner._examples_and_features(task, "train")  # noqa: SLF001
   rows = model_inputs(rows)
@@ -179,7 +179,7 @@ def build_ours(kind, precision, args, features):
   """Our fine-tuning code path, built as run_finetuning.py builds it."""
   import keras
   from finetune.optimization import create_optimizer
-  from finetune.trainer import model_inputs
+  from finetune.featurization import model_inputs
   keras.backend.clear_session()
   runner = make_runner(kind, precision, args)  # sets the dtype policy
   task = runner.tasks[0]

@@ -168,11 +168,12 @@ def _verdict(o, ref, key):
   their spreads over every (pretraining, fine-tuning) seed pair."""
   margin = o[f"{key}_score"] - ref[f"{key}_score"]
   spread = max(o[f"{key}_spread"], ref[f"{key}_spread"])
-  verdict = ("ahead" if margin > spread else
-             "behind" if -margin > spread else "not shown different")
   counts = [len(x[f"{key}_seeds"]) for x in (o, ref) if f"{key}_seeds" in x]
   if counts and min(counts) < 2:  # a spread of 0 is no evidence
     verdict = "one seed pair: no spread to judge by"
+  else:
+    verdict = ("ahead" if margin > spread else
+               "behind" if -margin > spread else "not shown different")
   return {"margin": margin, "spread": spread, "verdict": verdict}
 
 

@@ -17,9 +17,10 @@ import numpy as np
 
 from comparison import baselines
 from comparison import report
+from comparison.config import TAGGING_TASKS
 from finetune import arrays as ft_arrays
 from finetune import task_builder
-from finetune.trainer import limit
+from finetune.featurization import limit
 from util import storage
 from util.errors import UserError
 from util.machine import cpu_kind
@@ -27,7 +28,6 @@ from util.tokenization import load_tokenizer
 
 PAPER_TABLE_1 = {"BERT-Small": (1.4e18, 75.1), "ELECTRA-Small": (1.4e18, 79.9),
                  "ELECTRA-Small 6.25%": (8.9e16, 74.1)}
-TAGGING_TASKS = ("chunk", "pos")
 
 
 def _read(files_at):

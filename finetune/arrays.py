@@ -24,6 +24,7 @@ import os
 
 import numpy as np
 
+from finetune import featurization
 from finetune.config import FinetuningConfig
 from pretrain import arrays as pretrain_arrays
 from util import storage
@@ -37,9 +38,9 @@ PACKED = ("input_ids", "input_mask", "segment_ids")
 
 
 def model_inputs(features):
-  """The arrays the model takes (no row bookkeeping, no "_" metadata)."""
-  return {k: v for k, v in features.items()
-          if not k.startswith("_") and k != "example_index"}
+  """The arrays the model takes, without the row bookkeeping."""
+  return {k: v for k, v in featurization.model_inputs(features).items()
+          if k != "example_index"}
 
 
 def _narrow(array):
@@ -79,8 +80,6 @@ def export(config, tokenizer, tasks, out_dir, vocab_size):
   """Featurizes `tasks` (finetune/task_builder.py's; each may carry its own
   copy of `config` with its own raw_data_dir) into out_dir; returns the
   metadata written."""
-  # finetune.trainer imports TensorFlow: only the CPU side exports.
-  from finetune.trainer import limit  # pylint: disable=g-import-not-at-top
   meta = {"format": FORMAT, "config": dataclasses.asdict(config),
           "vocab_size": vocab_size, "tasks": {}}
   arrays = {}
@@ -89,7 +88,7 @@ def export(config, tokenizer, tasks, out_dir, vocab_size):
     for split in ("train", "dev"):
       n = (config.train_examples_limit if split == "train" else
            config.eval_examples_limit)
-      examples = limit(task.get_examples(split), n)
+      examples = featurization.limit(task.get_examples(split), n)
       if not examples:
         raise UserError(f"{task.name}: no {split} examples")
       features = task.featurize(examples, is_training=split == "train")

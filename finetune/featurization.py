@@ -3,6 +3,16 @@
 import numpy as np
 
 
+def model_inputs(features):
+  """The arrays fed to the model (keys with "_" hold Python metadata)."""
+  return {k: v for k, v in features.items() if not k.startswith("_")}
+
+
+def limit(examples, n):
+  """The first n examples (n = 0: all), as train/eval_examples_limit."""
+  return examples[:n] if n else examples
+
+
 def truncate_pair(a, b, max_tokens):
   """Drops tokens from the end of the longer one until both fit (BERT)."""
   a, b = list(a), list(b)

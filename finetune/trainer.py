@@ -33,6 +33,8 @@ import tensorflow as tf
 from finetune import bam
 from finetune import metrics
 from finetune import task_builder
+from finetune.featurization import limit
+from finetune.featurization import model_inputs
 from finetune.model import FinetuningModel
 from finetune.model import adopt_heads
 from finetune.model import finetuned_model
@@ -54,15 +56,6 @@ from util import outputs
 from util import storage
 from util.errors import UserError
 from util.text_files import read_json
-
-
-def model_inputs(features):
-  """The arrays fed to the model (keys with "_" hold Python metadata)."""
-  return {k: v for k, v in features.items() if not k.startswith("_")}
-
-
-def limit(examples, n):
-  return examples[:n] if n else examples
 
 
 class FinetuningRunner:
