@@ -12,10 +12,10 @@ Example:
       --num-processes 2
 """
 
-import os
+# Before any Keras import: pins the backend, quiets TF's C++ chatter.
+from util.tf_quiet import tensorflow_script
 
-# Quiet TF's C++ start-up chatter here and in spawned workers.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+tensorflow_script("build_pretraining_dataset.py")
 
 import sys
 

@@ -35,10 +35,12 @@ run_finetuning.py) exports one folder per task head, OUT/<task>/:
 Each format's export is interop/export.py's (EXPORTERS).
 """
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Before any Keras import: pins the backend, quiets TF's C++ chatter.
+from util.tf_quiet import tensorflow_script
+
+tensorflow_script("export_model.py")
 
 from interop.config import load_config  # noqa: E402
 from training.progress import Progress  # noqa: E402

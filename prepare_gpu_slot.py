@@ -27,7 +27,12 @@ import os
 import subprocess
 import sys
 
-from util.errors import main_guard
+# Before any Keras import: pins the backend, quiets TF's C++ chatter.
+from util.tf_quiet import tensorflow_script
+
+tensorflow_script("prepare_gpu_slot.py")
+
+from util.errors import main_guard  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 WHEELS_DIR = ".whl"

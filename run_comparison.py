@@ -13,11 +13,13 @@ OUT/pretrain_curves.png. Rerun the same command after an interruption: it
 skips what is done and pretraining resumes from its last checkpoint.
 """
 
-import os
 import shlex
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Before any Keras import: pins the backend, quiets TF's C++ chatter.
+from util.tf_quiet import tensorflow_script
+
+tensorflow_script("run_comparison.py")
 
 from comparison import config as comparison_config  # noqa: E402
 from util.errors import main_guard  # noqa: E402

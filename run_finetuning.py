@@ -16,9 +16,10 @@ predicts a file of the task's layout with that kept model (or
 --init-checkpoint a fine-tuned model's folder), without training.
 """
 
-import os
+# Before any Keras import: pins the backend, quiets TF's C++ chatter.
+from util.tf_quiet import tensorflow_script
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+tensorflow_script("run_finetuning.py")
 
 from finetune import config as configure_finetuning  # noqa: E402
 from util.errors import main_guard  # noqa: E402

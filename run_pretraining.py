@@ -8,10 +8,12 @@ eval results to DATA_DIR/models/NAME/, and resumes from there if restarted.
 """
 
 import json
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Before any Keras import: pins the backend, quiets TF's C++ chatter.
+from util.tf_quiet import tensorflow_script
+
+tensorflow_script("run_pretraining.py")
 
 from pretrain import config as configure_pretraining  # noqa: E402
 from training.preemption import Preempted  # noqa: E402

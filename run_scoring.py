@@ -16,11 +16,13 @@ with --per-token); blimp and nbest print tables (--results-file: JSON).
 """
 
 import json
-import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Before any Keras import: pins the backend, quiets TF's C++ chatter.
+from util.tf_quiet import tensorflow_script
+
+tensorflow_script("run_scoring.py")
 
 from scoring import blimp  # noqa: E402
 from scoring import nbest  # noqa: E402

@@ -1,6 +1,12 @@
 """Shared test setup and the fixtures several test modules use."""
 
-from util import tf_quiet
+import os
+
+# Keras on TensorFlow here and in every subprocess that does not ask for
+# JAX, whatever a JAX run left in ~/.keras/keras.json.
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from util import tf_quiet  # noqa: E402
 
 # TensorFlow's C++ start-up banner, muted as the scripts do; otherwise each
 # xdist worker's copy lands under the test report.

@@ -6,6 +6,7 @@ ELECTRA_TF_VERBOSE=1 to see them.
 """
 
 import os
+import sys
 
 _QUIETED = set()  # modules already imported behind a muted stderr
 
@@ -35,3 +36,20 @@ def import_tensorflow(with_text=False):
     os.close(saved)
     os.close(devnull)
 
+
+
+def tensorflow_script(name):
+  """Readies a TensorFlow script; call before anything imports Keras.
+
+  Keras takes its backend from KERAS_BACKEND, else from ~/.keras/keras.json,
+  which the first Keras import on a machine writes with the backend then in
+  use: after a JAX run (the GPU slot's driver) wrote "jax" there, a script
+  would come up on JAX and fail deep inside tf.data. An explicit
+  KERAS_BACKEND other than tensorflow is refused in one line.
+  """
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  backend = os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+  if backend != "tensorflow":
+    print(f"error: {name} runs Keras on TensorFlow, but KERAS_BACKEND="
+          f"{backend} is set: unset it", file=sys.stderr, flush=True)
+    sys.exit(2)
