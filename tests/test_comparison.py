@@ -56,15 +56,15 @@ def test_every_objective_spends_the_budget(budget):
     budget_here = budget * scale
     _, runs = P.plan_runs(c, vocab_size=8000)
     for run in runs:
-      hp = apply_overrides(PretrainingConfig(), run.hparams)
-      hp.vocab_size = 8000
+      pretrain_config = apply_overrides(PretrainingConfig(), run.hparams)
+      pretrain_config.vocab_size = 8000
       # The FLOPs come from pretrain/flops.py for the run as it will train.
-      assert flops.total_train_flops(hp) == pytest.approx(run.flops)
+      assert flops.total_train_flops(pretrain_config) == pytest.approx(run.flops)
       assert run.flops == pytest.approx(budget_here, rel=0.05), run.name
-      assert run.checkpoint_steps[-1] == run.steps == hp.num_train_steps
-      assert hp.save_checkpoints_steps * c.num_checkpoints == run.steps
-      assert hp.keep_checkpoint_max >= c.num_checkpoints
-      assert hp.save_checkpoints_secs > 0  # resume points between them
+      assert run.checkpoint_steps[-1] == run.steps == pretrain_config.num_train_steps
+      assert pretrain_config.save_checkpoints_steps * c.num_checkpoints == run.steps
+      assert pretrain_config.keep_checkpoint_max >= c.num_checkpoints
+      assert pretrain_config.save_checkpoints_secs > 0  # resume points between them
   # A costlier step buys fewer steps: BERT's is the cheapest.
   c = config(objectives="mlm,electra,script", budget_flops=1e14)
   steps = {r.name: r.steps for r in P.plan_runs(c, 8000)[1]}
@@ -272,11 +272,11 @@ def test_scores_pool_pretraining_and_finetuning_seeds():
   out = report.collect(c, 1e14, runs, FakeRunner(results))["objectives"]
   o = out["mlm"]
   assert o["pretrain_seeds"] == 2 and o["runs"] == ["mlm", "mlm.seed2"]
-  hp = apply_overrides(PretrainingConfig(), runs[0].hparams)
-  hp.vocab_size = 8000
+  pretrain_config = apply_overrides(PretrainingConfig(), runs[0].hparams)
+  pretrain_config.vocab_size = 8000
   # The matmuls it ran: fewer than the paper's count, which prices lookups.
   assert o["matmul_flops"] == pytest.approx(
-      flops.model_flops_per_step(hp) * step)
+      flops.model_flops_per_step(pretrain_config) * step)
   assert o["matmul_flops"] < o["flops"]
   glue = [np.mean(v[:2]) for v in scores.values()]  # 40, 47, 61, 58
   assert o["glue_score"] == pytest.approx(np.median(glue))  # 52.5

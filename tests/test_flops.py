@@ -48,13 +48,13 @@ def test_base_sizes_use_length_512():
 
 def test_train_flops_accepts_a_pretraining_config():
   from configure_pretraining import PretrainingConfig
-  hp = PretrainingConfig(vocab_size=30522)
+  config = PretrainingConfig(vocab_size=30522)
   disc, gen = flops.configs_for("small")
-  assert flops.train_flops_per_step(hp) == flops.train_flops_per_step(
+  assert flops.train_flops_per_step(config) == flops.train_flops_per_step(
       (disc, gen), 128, 128, 0.15)
-  assert flops.model_flops_per_step(hp) == flops.model_flops_per_step(
+  assert flops.model_flops_per_step(config) == flops.model_flops_per_step(
       (disc, gen), 128, 128, 19)  # int((0.15 + 0.005) * 128)
-  no_gen = dataclasses.replace(hp, uniform_generator=True)
+  no_gen = dataclasses.replace(config, uniform_generator=True)
   assert flops.train_flops_per_step(no_gen) == (
       2 * 128 * flops.discriminator_forward_flops(disc, 128))
 
@@ -163,21 +163,21 @@ HAND_COUNTS = {  # hparams: every matmul of one forward step
 @pytest.mark.parametrize("name", list(HAND_COUNTS))
 def test_model_flops_of_each_objective_equal_a_hand_count(name):
   fields, matmuls = HAND_COUNTS[name]
-  hp = tiny_hparams(**fields)
-  assert flops.model_flops_per_step(hp) == 3 * forward(matmuls)
+  config = tiny_hparams(**fields)
+  assert flops.model_flops_per_step(config) == 3 * forward(matmuls)
 
 
 def test_two_stage_model_flops_equal_a_hand_count():
   """Stage one trains the generator alone (x3); stage two only samples from
   it (x1) while the discriminator trains (x3); per step, the run average."""
-  hp = tiny_hparams(training_algorithm="two_stage", generator_hidden_size=1.0,
+  config = tiny_hparams(training_algorithm="two_stage", generator_hidden_size=1.0,
                     num_train_steps=10, two_stage_generator_steps=4)
   generator = forward(encoder_matmuls(*DISC) +
                       mlm_head_matmuls(BATCH * P, 16))
   stage_one, stage_two = 3 * generator, generator + 3 * forward(DISCRIMINATOR)
-  assert flops.model_flops_per_step(hp, stage=1) == stage_one
-  assert flops.model_flops_per_step(hp, stage=2) == stage_two
-  assert flops.model_flops_per_step(hp) == pytest.approx(
+  assert flops.model_flops_per_step(config, stage=1) == stage_one
+  assert flops.model_flops_per_step(config, stage=2) == stage_two
+  assert flops.model_flops_per_step(config) == pytest.approx(
       (4 * stage_one + 6 * stage_two) / 10)
 
 
@@ -277,25 +277,25 @@ def test_two_stage_total_is_each_stage_times_its_steps(small_counts):
   c = small_counts
   same_size = c["generator"] - c["gen_encoder"] - c["masked"] * c[
       "gen_head"] + c["disc_encoder"] + c["masked"] * c["disc_head"]
-  hp = small(training_algorithm="two_stage", generator_hidden_size=1.0,
+  config = small(training_algorithm="two_stage", generator_hidden_size=1.0,
              num_train_steps=1000)
-  one = flops.train_flops_per_step(hp, stage=1)
-  two = flops.train_flops_per_step(hp, stage=2)
+  one = flops.train_flops_per_step(config, stage=1)
+  two = flops.train_flops_per_step(config, stage=2)
   assert one == approx(2 * 128 * same_size)
   assert two == approx(128 * (same_size + 2 * c["discriminator"]))
-  # two_stage_generator_steps 0 means half the run; hp stays unresolved
-  assert flops.total_train_flops(hp) == approx(500 * one + 500 * two)
-  assert hp.two_stage_generator_steps == 0
-  assert flops.train_flops_per_step(hp) == approx((one + two) / 2)
-  hp.two_stage_generator_steps = 300
-  assert flops.total_train_flops(hp) == approx(300 * one + 700 * two)
-  assert 1000 * flops.train_flops_per_step(hp) == approx(
-      flops.total_train_flops(hp))
+  # two_stage_generator_steps 0 means half the run; config stays unresolved
+  assert flops.total_train_flops(config) == approx(500 * one + 500 * two)
+  assert config.two_stage_generator_steps == 0
+  assert flops.train_flops_per_step(config) == approx((one + two) / 2)
+  config.two_stage_generator_steps = 300
+  assert flops.total_train_flops(config) == approx(300 * one + 700 * two)
+  assert 1000 * flops.train_flops_per_step(config) == approx(
+      flops.total_train_flops(config))
 
 
 def test_total_train_flops_of_a_joint_run():
-  hp = small(objective="script", num_train_steps=1234)
-  assert flops.total_train_flops(hp) == 1234 * flops.train_flops_per_step(hp)
+  config = small(objective="script", num_train_steps=1234)
+  assert flops.total_train_flops(config) == 1234 * flops.train_flops_per_step(config)
 
 
 def small_forward_matmuls():
@@ -385,8 +385,8 @@ def test_model_flops_cover_every_dense_layer_of_the_real_model(name):
   pytest.importorskip("keras")
   from pretrain.objectives import build_model
   fields, rows_at, vocab_rows = REAL_MODELS[name]
-  hp = tiny_hparams(**fields)
-  built = dataclasses.replace(hp)
+  config = tiny_hparams(**fields)
+  built = dataclasses.replace(config)
   built.resolve()  # as the trainer builds it (Electric's two towers)
   model = build_model(built)
   model.build_variables()
@@ -401,4 +401,4 @@ def test_model_flops_cover_every_dense_layer_of_the_real_model(name):
       total += 2 * 2 * BATCH * rows * T * n  # scores and context
   for rows in vocab_rows:
     total += 2 * BATCH * rows * E * VOCAB
-  assert flops.model_flops_per_step(hp) == 3 * total
+  assert flops.model_flops_per_step(config) == 3 * total

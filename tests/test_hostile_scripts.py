@@ -797,7 +797,7 @@ def output_parent_missing(w, t):
 
 
 @case(EXPORT, r"loop is a broken symlink or a symlink loop")
-def output_in_symlink_loop(w, t):
+def export_output_in_symlink_loop(w, t):
   return _ex(w, t, out=_loop(t, "x"))
 
 
@@ -837,13 +837,13 @@ def config_wrong_type(w, t):
 
 
 @case(EXPORT, r"cannot restore checkpoint .*ckpt-1")
-def checkpoint_truncated(w, t):
+def export_checkpoint_truncated(w, t):
   return _ex(w, t, "--init-checkpoint", _copy_model(
       w, t, _truncate("ckpt-1.data-00000-of-00001")))
 
 
 @case(EXPORT, r"\(the list of checkpoints\) is damaged")
-def checkpoint_list_damaged(w, t):
+def export_checkpoint_list_damaged(w, t):
   return _ex(w, t, "--init-checkpoint", _copy_model(
       w, t, _write("checkpoint", np.random.RandomState(3).bytes(64))))
 
@@ -865,7 +865,7 @@ def config_missing(w, t):
 
 @case(EXPORT, r"model/checkpoint names ckpt-7, which is not there, but "
               r".*/model holds ckpt-1")
-def index_names_a_missing_checkpoint(w, t):
+def export_index_names_a_missing_checkpoint(w, t):
   return _ex(w, t, "--init-checkpoint", _copy_model(
       w, t, _write("checkpoint", b'model_checkpoint_path: "ckpt-7"\n')))
 
