@@ -10,6 +10,7 @@ a GLUE average).
 """
 
 import numpy as np
+from scipy.stats import rankdata
 
 from util import outputs
 from util import storage
@@ -89,7 +90,6 @@ def pearson(labels, predictions):
 
 def spearman(labels, predictions):
   """Pearson on ranks, ties sharing their mean rank (STS)."""
-  from scipy.stats import rankdata  # pylint: disable=g-import-not-at-top
   labels, predictions = _pair(labels, predictions)
   return pearson(rankdata(labels), rankdata(predictions))
 

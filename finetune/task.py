@@ -27,6 +27,8 @@ Heads and losses use keras / keras.ops only, like model/.
 
 import dataclasses
 
+import numpy as np
+
 from util.errors import UserError
 
 
@@ -127,7 +129,6 @@ class Scorer:
 
   def collected(self):
     """Concatenated outputs, one row per feature row."""
-    import numpy as np
     keys = self.outputs[0].keys()
     return {k: np.concatenate([np.asarray(o[k]).reshape(
         (-1,) + np.asarray(o[k]).shape[1:]) for o in self.outputs])

@@ -21,6 +21,8 @@ import os
 import shutil
 
 import numpy as np
+from safetensors.numpy import load_file
+from safetensors.numpy import save_file
 
 from interop.weights import DISCRIMINATOR
 from interop.weights import GENERATOR
@@ -68,7 +70,6 @@ def save(output_dir, role, weights, config, vocab_file, do_lower_case,
   head it is an ElectraModel (e.g. the main model of an ablation).
   architecture_name and extra_config: another class (a fine-tuned head,
   finetuned_head) and its config fields."""
-  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
   os.makedirs(output_dir, exist_ok=True)
   hf_config = config_fields(config)
   hf_config.update(
@@ -214,7 +215,6 @@ def read_config(path):
 
 def load(path):
   """({our name: array}, TransformerConfig fields) of one directory."""
-  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
   weights_file = os.path.join(path, WEIGHTS)
   if not os.path.isfile(weights_file):
     raise UserError(f"{path} has no {WEIGHTS} (save it with "

@@ -30,6 +30,7 @@ import os
 import shutil
 
 import numpy as np
+from safetensors import numpy as safetensors_np
 
 from model.config import TransformerConfig
 from pretrain.run_config import config_from_json
@@ -66,9 +67,8 @@ class Finetuned:
     """(encoder {name: array}, {task: {name inside its head: array}})."""
     path = os.path.join(self.path, WEIGHTS_FILE)
     try:
-      from safetensors.numpy import load  # pylint: disable=g-import-not-at-top
       with storage.open_file(path, "rb") as f:
-        tensors = load(f.read())
+        tensors = safetensors_np.load(f.read())
     except Exception as e:  # pylint: disable=broad-except
       # safetensors raises its own SafetensorError on a damaged file.
       raise UserError(f"cannot read {path}: {str(e)[:200]}") from None
@@ -150,7 +150,6 @@ def save(path, *, finetuning_config, pretrain_config, model_config, tasks,
   {name: {"head": kind, "labels": ...}}; encoder: {name: array}
   (interop/weights.py names); heads: {task: {name inside the head:
   array}}; vocab_file: copied in; info: trial, seed, results, ..."""
-  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
   tensors = {name: np.ascontiguousarray(a, np.float32)
              for name, a in encoder.items()}
   for task, named in heads.items():
@@ -167,7 +166,7 @@ def save(path, *, finetuning_config, pretrain_config, model_config, tasks,
       vocab_file=vocab_name, **info)
 
   def write(folder):
-    save_file(tensors, os.path.join(folder, WEIGHTS_FILE))
+    safetensors_np.save_file(tensors, os.path.join(folder, WEIGHTS_FILE))
     with storage.open_file(vocab_file, "rb") as src, open(
         os.path.join(folder, vocab_name), "wb") as dst:
       shutil.copyfileobj(src, dst)
