@@ -36,6 +36,8 @@ DEFAULT_EPOCHS = 3.0
 INIT_FROM = ("discriminator", "generator")
 KEEP_MODEL = ("best", "last", "none")
 QA_HEADS = ("xlnet", "linear")
+# Multi-worker fine-tuning is not offered: one host holds the trial record.
+STRATEGIES = ("default", "mirrored", "tpu")
 
 # What --do-predict takes from the saved fine-tuned model's config rather
 # than the command's: what builds the model and reads and featurizes the
@@ -123,6 +125,14 @@ class FinetuningConfig:
   normalize_regression_labels: bool = True
   log_every_steps: int = 100
   mixed_precision: str = "float32"  # or bfloat16
+  # As pretraining's: default | mirrored (local GPUs, else every logical
+  # CPU device) | tpu; train_batch_size is split evenly over the replicas.
+  strategy: str = "default"
+  num_gpus: int = 0  # mirrored: 0 = all visible GPUs
+  tpu_name: str = ""
+  tpu_zone: str = ""
+  gcp_project: str = ""
+  tpu_job_name: str = ""
 
   # SQuAD. qa_head "xlnet": the release's head (end conditioned on the
   # start, a beam); "linear": BERT's independent start/end logits, which
@@ -170,7 +180,7 @@ class FinetuningConfig:
       "max_query_length": ">= 1", "n_best_size": ">= 1",
       "max_answer_length": ">= 1", "beam_size": ">= 1",
       "answerable_weight": ">= 0", "qa_na_threshold": None,
-      "task_weight_exponent": ">= 0"}
+      "task_weight_exponent": ">= 0", "num_gpus": ">= 0"}
 
   def resolve(self, pretrain_size=None):
     """Derived defaults; `pretrain_size` is the checkpoint's model_size."""
@@ -249,6 +259,7 @@ class FinetuningConfig:
     check_choice("mixed_precision", self.mixed_precision,
                  ("float32", "bfloat16"))
     check_choice("qa_head", self.qa_head, QA_HEADS)
+    check_choice("strategy", self.strategy, STRATEGIES)
     squad = any(t.startswith("squad") for t in self.tasks)
     if squad and self.max_query_length >= self.max_seq_length - 3:
       raise UserError(f"max_query_length {self.max_query_length} leaves no "

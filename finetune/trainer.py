@@ -52,6 +52,7 @@ from loading.sources import find_pretrained
 from training import distribution
 from training.progress import Progress
 from training.progress import format_seconds
+from training.step import ReplicaUpdate
 from util import outputs
 from util import storage
 from util.errors import UserError
@@ -91,6 +92,11 @@ class FinetuningRunner:
     self.vocab_file = runs.vocab_path_for(pretrain_config, config.vocab_file,
                                           config.data_dir)
     distribution.set_precision(config.mixed_precision)
+    self.strategy = distribution.get_strategy(config)
+    self.num_replicas = self.strategy.num_replicas_in_sync
+    if config.train_batch_size % self.num_replicas:
+      raise UserError(f"train_batch_size {config.train_batch_size} is not "
+                      f"divisible by the {self.num_replicas} replicas")
     self.tasks = task_builder.get_tasks(config, self.tokenizer)
     if config.do_predict:
       adopt_heads(self.finetuned, self.tasks)
@@ -365,10 +371,14 @@ class FinetuningRunner:
     return data
 
   def _batches(self, features, batch_size, seed):
+    """Global batches, each split evenly over the strategy's replicas."""
     ds = tf.data.Dataset.from_tensor_slices(features)
     ds = ds.shuffle(len(features["input_ids"]), seed=seed,
                     reshuffle_each_iteration=True).repeat()
-    return iter(ds.batch(batch_size, drop_remainder=True).prefetch(2))
+    ds = ds.batch(batch_size, drop_remainder=True).prefetch(2)
+    if self.num_replicas > 1:
+      ds = self.strategy.experimental_distribute_dataset(ds)
+    return iter(ds)
 
   @staticmethod
   def schedule(steps_by_task):
@@ -387,7 +397,7 @@ class FinetuningRunner:
     tf.function is traced once, not once per value."""
     batch = dict(batch)
     batch["teacher_weight"] = tf.fill(tf.shape(batch["input_ids"])[:1],
-                                      tf.constant(weight, tf.float32))
+                                      tf.cast(weight, tf.float32))
     return batch
 
   def _teacher_outputs(self):
@@ -459,10 +469,12 @@ class FinetuningRunner:
   # ------------------------------------------------------------ trials
   def _build(self, seed):
     keras.utils.set_random_seed(seed)
-    model = FinetuningModel(self.model_config, self.tasks,
-                            name="finetuning")
-    for task in self.tasks:  # creates the variables of every head
-      self._call_once(model, task, "train" if self.config.do_train else "dev")
+    with self.strategy.scope():  # variables mirrored on every replica
+      model = FinetuningModel(self.model_config, self.tasks,
+                              name="finetuning")
+      for task in self.tasks:  # creates the variables of every head
+        self._call_once(model, task,
+                        "train" if self.config.do_train else "dev")
     if self._encoder_weights is None:
       self._encoder_weights = pretrained_encoder_weights(self.pretrained,
                                                          self.config)
@@ -490,16 +502,19 @@ class FinetuningRunner:
           {name: len(f["input_ids"]) for name, (f, _) in data.items()},
           config.task_weight_exponent, seed)
     total = len(order)
-    optimizer = create_optimizer(config, model.trainable_variables,
-                                 self.model_config.num_hidden_layers, total,
-                                 self.model_config.share_layers)
+    with self.strategy.scope():  # slot variables beside the model's
+      optimizer = create_optimizer(config, model.trainable_variables,
+                                   self.model_config.num_hidden_layers, total,
+                                   self.model_config.share_layers)
     iterators = {name: self._batches(features, config.train_batch_size, seed)
                  for name, (features, _) in data.items()}
     train_steps = {name: self._train_step(model, optimizer, name)
                    for name in data}
     print(f"fine-tuning {', '.join(data)} for {total} steps "
           f"(lr {config.learning_rate:g}, layer-wise decay "
-          f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size})"
+          f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size}"
+          + (f" over {self.num_replicas} replicas" if self.num_replicas > 1
+             else "") + ")"
           + ("; distilling from teachers" + (
               ", annealed" if config.teacher_annealing else "")
              if config.distill else ""), flush=True)
@@ -513,8 +528,10 @@ class FinetuningRunner:
       batch = next(iterators[name])
       if config.distill:  # 1 - lambda (section 3.2.2)
         weight = bam.teacher_weight(step - 1, total, config.teacher_annealing)
-        batch = self.with_teacher_weight(batch, weight)
-      losses.append(float(train_steps[name](batch)))
+        losses.append(float(train_steps[name](
+            batch, tf.constant(weight, tf.float32))))
+      else:
+        losses.append(float(train_steps[name](batch)))
       if not np.isfinite(losses[-1]):
         raise UserError(f"non-finite loss at step {step} ({name}); try a "
                         "lower learning_rate")
@@ -534,20 +551,26 @@ class FinetuningRunner:
     return float(np.mean(losses[-config.log_every_steps:]))
 
   def _train_step(self, model, optimizer, task_name):
+    """The task's compiled step: step(batch[, teacher_weight]) -> loss,
+    run on every replica of the strategy (training/step.py's update)."""
     variables = model.variables_for(task_name)
-    clip = self.config.clip_norm
+    update = ReplicaUpdate(optimizer, self.num_replicas, self.config.clip_norm)
+    replicas = self.num_replicas
 
-    @tf.function
-    def step(batch):
+    def replica_step(batch, teacher_weight):
+      if teacher_weight is not None:
+        batch = self.with_teacher_weight(batch, teacher_weight)
       with tf.GradientTape() as tape:
         loss, _ = model(batch, task_name=task_name, training=True)
         loss = tf.reduce_mean(loss)
-      grads = tape.gradient(loss, variables)
-      grads = [tf.convert_to_tensor(g) for g in grads]  # dense (see trainer)
-      if clip > 0:
-        grads, _ = tf.clip_by_global_norm(grads, clip)
-      optimizer.apply(grads, variables)
+        scaled = update.scale_loss(loss / replicas)
+      update.apply(tape.gradient(scaled, variables), variables)
       return loss
+
+    @tf.function
+    def step(batch, teacher_weight=None):
+      losses = self.strategy.run(replica_step, args=(batch, teacher_weight))
+      return self.strategy.reduce("mean", losses, axis=None)
 
     return step
 

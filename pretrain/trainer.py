@@ -25,6 +25,7 @@ from training import optimization
 from training.progress import Progress as ProgressLines
 from training.preemption import Preempted
 from training.preemption import PreemptionGuard
+from training.step import ReplicaUpdate
 from training.step_log import StepLog
 from pretrain import flops
 from util import storage
@@ -90,6 +91,8 @@ class Trainer:
       if self.precision == "float16":
         self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
         self.optimizer.build(self.model.trainable_variables)
+    self.update = ReplicaUpdate(self.optimizer, self.num_replicas,
+                                config.clip_norm, config.skip_nonfinite_steps)
     self.skipped_steps = 0
 
   # ---------------------------------------------------------------- setup
@@ -205,9 +208,7 @@ class Trainer:
     """Forward + backward on one replica's batch."""
     with tf.GradientTape() as tape:
       outputs = self.model(batch, training=True)
-      loss = outputs["loss"] / self.num_replicas
-      if self.precision == "float16":
-        loss = self.optimizer.scale_loss(loss)
+      loss = self.update.scale_loss(outputs["loss"] / self.num_replicas)
     variables = self.model.variables_to_train()
     grads = tape.gradient(loss, variables)
     logs = {k: tf.cast(outputs[k], tf.float32) for k in self.model.LOG_KEYS}
@@ -215,68 +216,8 @@ class Trainer:
 
   def _replica_step(self, batch):
     grads, logs = self._grads_fn(self._with_global_denominators(batch))
-    # Embedding lookups give IndexedSlices with repeated rows (a token type
-    # appears thousands of times a batch). Keras' Adam squares such slices
-    # row by row before summing them, so its second moment comes out far
-    # too small; summing into a dense gradient first keeps Adam exact.
-    grads = [tf.convert_to_tensor(g) for g in grads]
-    variables = self.model.variables_to_train()
-    if self.precision == "float16":  # the loss-scale optimizer clips/skips
-      norm = tf.linalg.global_norm(grads)
-      self.optimizer.apply(grads, variables)
-      logs["grad_norm"] = norm
-      logs["finite"] = tf.cast(tf.math.is_finite(norm), tf.float32)
-      return logs
-    if self.num_replicas > 1:
-      # Keras sums gradients across replicas only after its own clipping;
-      # clip the summed gradient here, then hand it back pre-divided.
-      grads = tf.distribute.get_replica_context().all_reduce("sum", grads)
-    clip = self.config.clip_norm
-    if clip > 0:
-      grads, norm = tf.clip_by_global_norm(grads, clip)
-    else:
-      norm = tf.linalg.global_norm(grads)
-    if self.num_replicas > 1:
-      grads = [g / self.num_replicas for g in grads]
-    # The norm is of all-reduced gradients: every replica agrees on it (a
-    # non-finite loss anywhere makes it non-finite too).
-    finite = tf.math.is_finite(norm)
-    if self.config.skip_nonfinite_steps:
-      self._apply_if(finite, grads, variables)
-    else:
-      self.optimizer.apply(grads, variables)
-    logs["grad_norm"] = norm
-    logs["finite"] = tf.cast(finite, tf.float32)
+    logs.update(self.update.apply(grads, self.model.variables_to_train()))
     return logs
-
-  def _apply_if(self, finite, grads, variables):
-    """Applies the update only when `finite`; a skipped step still counts."""
-    def apply():
-      self.optimizer.apply(grads, variables)
-      return tf.constant(True)
-
-    def skip():
-      self.optimizer.iterations.assign_add(1)
-      return tf.constant(False)
-
-    if tf.__internal__.distribute.strategy_supports_no_merge_call():
-      tf.cond(finite, apply, skip)
-      return
-
-    # Mirrored strategies: a cond whose branch calls merge_call (as
-    # optimizer.apply does) must run in cross-replica context.
-    def cross_replica(strategy, finite, grads):
-      first = strategy.experimental_local_results(finite)[0]
-
-      def apply_all():
-        strategy.extended.call_for_each_replica(
-            self.optimizer.apply, args=(grads, variables))
-        return tf.constant(True)
-
-      tf.cond(first, apply_all, skip)
-
-    tf.distribute.get_replica_context().merge_call(
-        cross_replica, args=(finite, grads))
 
   def _build_train_loop(self):
     """A tf.function running `steps` steps; returns the mean of each log

@@ -5,12 +5,20 @@ import json
 import os
 import re
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import run_finetuning
+import run_pretraining
+from loading import finetuned as finetuned_files
 from tests.finetuning_data import QUICK
+from tests.pretraining_runs import MICRO
+from tests.pretraining_runs import ROOT
+from tests.pretraining_runs import hparams
 
 
 def finetune(data_dir, tasks, capsys, **extra):
@@ -117,3 +125,62 @@ def test_user_errors_are_one_clear_line(pretrained, capsys, tmp_path):
                                "1024"], r"exceeds the model's 512 positions")
   expect_error(capsys, base + ["--task-names", "qnli"],
                r"qnli.*train.tsv not found \(GLUE files go in")
+
+
+MIRRORED_FINETUNING = """
+import sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import run_finetuning
+run_finetuning.main(sys.argv[1:])
+"""
+
+
+def test_mirrored_strategy_matches_one_device(pretrained, tmp_path):
+  """Fine-tuning on two replicas (each half of the global batch, gradients
+  summed, clipped once) ends as on one device: same dev metrics and
+  weights. Without dropout, so that nothing is drawn per replica."""
+  run_pretraining.main([
+      "--data-dir", pretrained, "--model-name", "nodrop", "--hparams",
+      hparams(num_train_steps=2, model_hparam_overrides=dict(
+          MICRO["model_hparam_overrides"], attention_probs_dropout_prob=0.0,
+          hidden_dropout_prob=0.0))])
+  settings = json.dumps(dict(QUICK, hidden_dropout_prob=0.0, clip_norm=0.5))
+
+  def run(strategy):
+    out = tmp_path / strategy
+    result = subprocess.run(
+        [sys.executable, "-c", MIRRORED_FINETUNING, "--data-dir", pretrained,
+         "--model-name", "nodrop", "--task-names", "rte,sts",
+         "--output-dir", str(out), "--strategy", strategy,
+         "--hparams", settings], capture_output=True, text=True, cwd=ROOT,
+        timeout=600, env=dict(os.environ, PYTHONPATH=ROOT,
+                              TF_DETERMINISTIC_OPS="1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    [path] = out.glob("results_rte_sts_*.json")
+    summary = json.loads(path.read_text())["summary"]
+    return (result.stdout, summary,
+            finetuned_files.load(str(out / "rte_sts_model")))
+
+  log1, one, one_model = run("default")
+  log2, two, two_model = run("mirrored")
+  assert "batch 16 over 2 replicas" in log2 and "replicas" not in log1
+  losses = re.findall(r"\| loss ([0-9.]+)", log1)
+  assert len(losses) >= 2 and re.findall(r"\| loss ([0-9.]+)", log2) == losses
+  for task, metric in (("rte", "accuracy"), ("rte", "loss"),
+                       ("sts", "pearson"), ("sts", "loss")):
+    assert two[task][metric]["values"] == pytest.approx(
+        one[task][metric]["values"], rel=1e-4, abs=1e-4), (task, metric)
+  (enc1, heads1), (enc2, heads2) = one_model.weights(), two_model.weights()
+  moved = 0
+  for name in enc1:
+    np.testing.assert_allclose(enc2[name], enc1[name], rtol=1e-4, atol=1e-5,
+                               err_msg=name)
+  for task in heads1:
+    for name in heads1[task]:
+      np.testing.assert_allclose(heads2[task][name], heads1[task][name],
+                                 rtol=1e-4, atol=1e-5, err_msg=name)
+      moved += 1
+  assert moved
