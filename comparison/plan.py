@@ -18,13 +18,13 @@ from util.config import apply_overrides
 from util.errors import UserError
 from pretrain import load_objectives
 
-OBJECTIVES = load_objectives().objective_names()
-
-# Names that are a preset of their own; the rest of OBJECTIVES run on the
-# ELECTRA preset of the size with `objective` switched (section 3.5's
-# ablations share ELECTRA's hyperparameters).
-OWN_PRESETS = ("mlm", "electra", "electric", "script", "ale")
 ALIASES = {"bert": "mlm"}
+PRESETS = os.path.join(ROOT, "configs")
+
+
+def objective_names():
+  """The registered objectives, asked when needed (a new file registers)."""
+  return load_objectives().objective_names()
 
 
 @dataclasses.dataclass
@@ -46,15 +46,26 @@ class Run:
     return self.flops_per_step * step
 
 
+def preset_names():
+  """The <name> of every configs/<name>_<size>.json."""
+  return sorted({f.rsplit("_", 1)[0] for f in os.listdir(PRESETS)
+                 if f.endswith(".json") and "_" in f})
+
+
 def preset(name, size):
-  """The JSON hparams of `name` at `size` (configs/<objective>_<size>.json)."""
+  """The JSON hparams of `name` at `size`: configs/<name>_<size>.json where
+  there is one; a registered objective without its own runs on the ELECTRA
+  preset with `objective` switched (section 3.5's ablations share
+  ELECTRA's hyperparameters)."""
   objective = ALIASES.get(name, name)
-  base = objective if objective in OWN_PRESETS else "electra"
-  if base == objective or objective in OBJECTIVES:
-    path = os.path.join(ROOT, "configs", f"{base}_{size}.json")
-  else:
+  own = objective in preset_names()
+  base = objective if own else "electra"
+  if not own and objective not in objective_names():
+    choices = sorted(set(objective_names()) | set(preset_names()) |
+                     set(ALIASES))
     raise UserError(f"unknown objective '{name}' (choose from "
-                    f"{', '.join(OBJECTIVES + ('ale', 'bert'))})")
+                    f"{', '.join(choices)})")
+  path = os.path.join(PRESETS, f"{base}_{size}.json")
   if not os.path.exists(path):
     raise UserError(f"no preset for {name} at model_size {size}: "
                     f"{os.path.relpath(path, ROOT)} does not exist")

@@ -15,7 +15,6 @@ from interop import keras_archive
 from interop import keras_hub
 from interop import savedmodel
 from interop.weights import export_weights
-from interop.weights import networks
 from loading import finetuned as finetuned_files
 from loading import runs
 from loading.sources import find_pretrained
@@ -24,7 +23,7 @@ from util.errors import UserError
 
 
 def export_hf(model, pretrain_config, tokenizer, vocab_file, staging, config):
-  found = networks(model)
+  found = model.networks()
   if not found:
     raise UserError(f"a {pretrain_config.objective} model has no network "
                     "transformers' ELECTRA classes can hold")
@@ -53,7 +52,7 @@ def export_keras_hub(model, pretrain_config, tokenizer, vocab_file, staging,
   print(f"checked: keras_hub.models.ElectraBackbone.from_preset loads it; "
         f"its sequence output is within {difference:.1e} of ours",
         flush=True)
-  encoder = next(iter(networks(model).values()))[0]
+  encoder = next(iter(model.networks().values()))[0]
   if encoder.config.hidden_act == "gelu":
     print("note: KerasHub's ElectraBackbone computes the tanh GELU; this "
           "model was trained with the exact one, hence the difference "

@@ -28,7 +28,6 @@ import numpy as np
 from interop.weights import DISCRIMINATOR
 from interop.weights import export_weights
 from interop.weights import GENERATOR
-from interop.weights import networks
 from util import storage
 from util.errors import UserError
 
@@ -92,7 +91,7 @@ def export_preset(model, tokenizer, vocab_file, output_dir, log=print):
   the largest difference between KerasHub's sequence output and ours on a
   probe batch (checked by loading the preset back with from_preset)."""
   kh = _keras_hub()
-  found = networks(model)
+  found = model.networks()
   if not found:
     raise UserError("this model has no encoder KerasHub's ElectraBackbone "
                     "can hold")

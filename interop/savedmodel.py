@@ -31,7 +31,6 @@ from keras import ops
 
 from interop.savedmodel_squad import SQUAD_KINDS
 from interop.savedmodel_squad import squad_signatures
-from interop.weights import networks
 from interop.weights import role_slots
 from util.errors import UserError
 from util.tf_quiet import import_tensorflow
@@ -94,7 +93,7 @@ def _weight_map(model, variables):
   variables the SavedModel holds."""
   index = {id(v): i for i, v in enumerate(variables)}
   out = {}
-  for role in networks(model):
+  for role in model.networks():
     slots = role_slots(model, role)
     if all(id(s.variable) in index for s in slots):
       out[role] = {s.name: [index[id(s.variable)],

@@ -16,13 +16,14 @@ import dataclasses
 import numpy as np
 from keras import ops
 
+from model import DISCRIMINATOR  # noqa: F401 (the roles, for interop)
+from model import GENERATOR  # noqa: F401
 from model import DiscriminatorHead
 from model import Encoder
 from model import MaskedLMHead
 from model.encoder import DisentangledEmbeddings
 from util.errors import UserError
 
-DISCRIMINATOR, GENERATOR = "discriminator", "generator"
 
 
 @dataclasses.dataclass
@@ -96,28 +97,8 @@ def masked_lm_head_slots(head):
           [Slot("generator_lm_head.bias", head.output_bias)])
 
 
-def networks(model):
-  """{role: (encoder, head or None)} of a pretraining model, or of a
-  model.standalone.Discriminator. Heads transformers has no class for
-  (Replace/All-Tokens MLM, a two-tower generator) are left out."""
-  found = {}
-  if hasattr(model, "discriminator"):
-    head = getattr(model, "discriminator_predictions", None)
-    found[DISCRIMINATOR] = (model.discriminator,
-                            head if isinstance(head, DiscriminatorHead)
-                            else None)
-  elif isinstance(getattr(model, "head", None), DiscriminatorHead):
-    found[DISCRIMINATOR] = (model.encoder, model.head)
-  elif isinstance(getattr(model, "mlm_predictions", None), MaskedLMHead):
-    found[GENERATOR] = (model.encoder, model.mlm_predictions)
-  generator = getattr(model, "generator", None)
-  if isinstance(getattr(generator, "encoder", None), Encoder):
-    found[GENERATOR] = (generator.encoder, generator.predictions)
-  return found
-
-
 def role_slots(model, role):
-  encoder, head = networks(model)[role]
+  encoder, head = model.networks()[role]
   slots = encoder_slots(encoder)
   if isinstance(head, DiscriminatorHead):
     slots += discriminator_head_slots(head)
@@ -141,7 +122,7 @@ def import_weights(model, weights_by_role, source="the checkpoint",
   if missing:
     raise UserError(f"{source} holds no {' or '.join(missing)} (it has: "
                     f"{', '.join(weights_by_role) or 'nothing'})")
-  have = networks(model)
+  have = model.networks()
   problems, plan = [], []
   # The generator first: a GDES discriminator's tables are offsets from
   # the shared ones, which the generator's weights set.

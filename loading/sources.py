@@ -34,7 +34,6 @@ from interop.savedmodel import read_weights
 from interop.weights import DISCRIMINATOR
 from interop.weights import GENERATOR
 from interop.weights import export_weights
-from interop.weights import networks
 from loading import finetuned
 from loading import runs
 from pretrain.run_config import CONFIG_FILE
@@ -110,7 +109,7 @@ def _our_source(path):
 
   def weights():
     model = runs.restore_model(pretrained)
-    return {role: export_weights(model, role) for role in networks(model)}
+    return {role: export_weights(model, role) for role in model.networks()}
   return Source("ours", pretrained.checkpoint, pretrained.config, weights)
 
 

@@ -6,6 +6,10 @@ imports without Keras: config modules read it.
 
 import importlib
 
+# The two networks a pretraining model may hold, named as transformers'
+# ELECTRA classes are (interop/weights.py): its `networks()` hook keys.
+DISCRIMINATOR, GENERATOR = "discriminator", "generator"
+
 _HOMES = {"TransformerConfig": "config", "get_model_config": "config",
           "scale_config": "config", "Embeddings": "encoder",
           "Encoder": "encoder", "DiscriminatorHead": "heads",

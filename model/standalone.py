@@ -10,6 +10,7 @@ import dataclasses
 import keras
 from keras import ops
 
+from model import DISCRIMINATOR
 from model.config import TransformerConfig
 from model.encoder import Encoder
 from model.heads import DiscriminatorHead
@@ -36,6 +37,10 @@ class Discriminator(keras.Model):
     self.encoder.build(None)
     self.head.build(None)
     self.built = True
+
+  def networks(self):
+    """As a pretraining model's (interop/weights.py)."""
+    return {DISCRIMINATOR: (self.encoder, self.head)}
 
   def call(self, inputs, training=None):
     hidden = self.encoder(inputs["input_ids"], inputs.get("input_mask"),

@@ -36,7 +36,6 @@ import numpy as np
 
 from interop import npz_weights
 from interop.weights import export_weights
-from interop.weights import networks
 from pretrain import arrays as arrays_lib
 from pretrain import flops
 from pretrain import masking
@@ -380,7 +379,7 @@ class JaxTrainer:
     with the vocabulary the arrays came with); returns the paths."""
     self.sync_model()
     weights = {role: export_weights(self.model, role)
-               for role in networks(self.model)}
+               for role in self.model.networks()}
     config = dataclasses.replace(
         self.config, vocab_file=self.arrays.meta.get("vocab_file", "") or
         self.config.vocab_file,

@@ -15,7 +15,6 @@ import numpy as np
 import tensorflow as tf
 
 from interop.weights import import_weights
-from interop.weights import networks
 from pretrain import data
 from pretrain import run_dir
 from pretrain.objectives import build_model
@@ -157,7 +156,7 @@ class Trainer:
         pass  # another objective or sharing: match the networks by name
     weights = source.weights()
     import_weights(self.model, weights, source=path,
-                   require=networks(self.model))
+                   require=self.model.networks())
     print(f"initialised weights from {path} ({source.kind}: "
           f"{', '.join(weights)})", flush=True)
 

@@ -14,7 +14,7 @@ import pytest
 from comparison import plan as P
 from comparison import report
 from comparison.config import ComparisonConfig
-from comparison.plan import OBJECTIVES
+from comparison.plan import objective_names
 from configure_pretraining import PretrainingConfig
 from tests.pretraining_runs import ROOT
 from tests.shared_data import SHARED
@@ -48,7 +48,7 @@ def config(**kw):
 
 @pytest.mark.parametrize("budget", [3e12, 4e13, 1e15])
 def test_every_objective_spends_the_budget(budget):
-  names = ",".join(OBJECTIVES)
+  names = ",".join(objective_names())
   # Small steps cost ~30x tiny ones: the same number of steps or so.
   for size, names, scale in (("tiny", names, 1), ("small", names + ",ale",
                                                   30)):
@@ -81,6 +81,19 @@ def test_ablations_share_electras_preset_and_aliases_resolve():
     P.preset("gpt", "tiny")
   with pytest.raises(UserError, match="no preset for ale at model_size tiny"):
     P.preset("ale", "tiny")
+
+
+def test_a_new_preset_file_is_found(tmp_path, monkeypatch):
+  """configs/<name>_<size>.json is the preset of <name>: a new file needs
+  no list in the code."""
+  (tmp_path / "electra_tiny.json").write_text('{"temperature": 1.0}')
+  (tmp_path / "mine_tiny.json").write_text(
+      '{"objective": "electra", "temperature": 2.0}')
+  monkeypatch.setattr(P, "PRESETS", str(tmp_path))
+  assert P.preset("mine", "tiny") == {"objective": "electra",
+                                      "temperature": 2.0}
+  assert P.preset("electra_15", "tiny") == {"objective": "electra_15",
+                                            "temperature": 1.0}
 
 
 def test_bad_flags_are_one_line_before_any_work(tmp_path):

@@ -66,6 +66,27 @@ def test_shared_layer_takes_the_top_layers_rate():
                              lr * decay ** 2, rtol=1e-3)
 
 
+def test_weight_decay_takes_each_layers_rate_and_skips_layernorm_bias():
+  """With zero gradients Adam does not move a variable, so one step shows
+  the decoupled decay alone: w (1 - wd x lr x multiplier), and none for
+  LayerNorm parameters and biases."""
+  n, lr, decay, wd = 2, 1e-2, 0.5, 0.1
+  names = ["encoder/layer_0/dense/kernel", "encoder/layer_0/dense/bias",
+           "encoder/layer_1/layernorm/gamma", "head/kernel"]
+  variables = [variable(name, 3) for name in names]
+  for v in variables:
+    v.assign(np.full(3, 2.0, np.float32))
+  optimizer = create_optimizer(config(learning_rate=lr,
+                                      layerwise_lr_decay=decay,
+                                      weight_decay_rate=wd),
+                               variables, n, num_train_steps=100)
+  optimizer.apply([np.zeros(3, np.float32)] * len(variables), variables)
+  after = [float(np.asarray(v)[0]) for v in variables]
+  layer0 = lr * decay ** (n + 2 - 1)
+  np.testing.assert_allclose(after, [2.0 * (1 - wd * layer0), 2.0, 2.0,
+                                     2.0 * (1 - wd * lr)], rtol=1e-6)
+
+
 @pytest.mark.parametrize("scales_decay", [True, False])
 def test_warmup_schedule_as_the_original_or_to_the_peak(scales_decay):
   """The original release (model/optimization.py): polynomial decay of

@@ -17,6 +17,7 @@ import export_model
 import run_pretraining
 import run_scoring
 from configure_pretraining import PretrainingConfig
+from model import GENERATOR
 from model import Encoder
 from model import MaskedLMHead
 from model.positions import gather_positions
@@ -45,6 +46,9 @@ class ToyCloze(PretrainingModel):
     super().__init__(hparams, **kwargs)
     self.encoder = Encoder(config, name="encoder")
     self.mlm_predictions = MaskedLMHead(config, name="mlm_predictions")
+
+  def networks(self):  # what export and fine-tuning read
+    return {GENERATOR: (self.encoder, self.mlm_predictions)}
 
   @classmethod
   def flops_parts(cls, hparams, disc, gen):

@@ -11,7 +11,6 @@ import pytest
 
 from interop import npz_weights
 from interop.weights import export_weights
-from interop.weights import networks
 from loading import sources
 from loading.runs import restore_model
 from pretrain.objectives import build_model
@@ -26,7 +25,7 @@ def saved_model(tmp_path, dtype="float32", max_shard_bytes=2 ** 20, **kw):
   rng = np.random.default_rng(0)
   for v in model.trainable_variables:  # not the initialiser's zeros/ones
     v.assign(rng.normal(0, 0.1, v.shape).astype(np.float32))
-  weights = {role: export_weights(model, role) for role in networks(model)}
+  weights = {role: export_weights(model, role) for role in model.networks()}
   out = str(tmp_path / "weights")
   paths = npz_weights.write(out, weights,
                             json.loads(json.dumps(dataclasses.asdict(config))),

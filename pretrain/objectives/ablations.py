@@ -13,6 +13,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from model import DISCRIMINATOR
 from model import MaskedLMHead
 from model.encoder import initializer
 from model.positions import gather_positions
@@ -34,6 +35,12 @@ class _MainMLM:
 
   def export_head(self):
     return masked_lm_export_head(self.discriminator, self.main_predictions)
+
+  def networks(self):
+    # The main network in the discriminator's role; its masked LM head has
+    # no transformers class beside a discriminator.
+    return dict(super().networks(), **{DISCRIMINATOR: (self.discriminator,
+                                                       None)})
 
 
 class ReplaceMLMModel(_MainMLM, ElectraModel):

@@ -13,6 +13,7 @@ import collections
 import keras
 import numpy as np
 
+from model import GENERATOR  # noqa: F401 (a Part's network, as the role)
 from util.errors import UserError
 
 REGISTRY = {}  # objective name -> PretrainingModel subclass
@@ -24,7 +25,7 @@ REGISTRY = {}  # objective name -> PretrainingModel subclass
 # training trains them apart).
 Part = collections.namedtuple("Part", "kind config where network")
 ALL, MASKED = "all", "masked"
-GENERATOR, MAIN = "generator", "main"
+MAIN = "main"
 
 
 class PretrainingModel(keras.Model):
@@ -114,6 +115,14 @@ class PretrainingModel(keras.Model):
     self(self.dummy_features(), training=False)
 
   # ------------------------------------------------ export and scoring
+  def networks(self):
+    """{role: (encoder, head or None)}: the networks export, import,
+    scoring and fine-tuning read (roles DISCRIMINATOR and GENERATOR of
+    model/__init__.py, as transformers' ELECTRA classes; head None where
+    transformers has no class for it)."""
+    raise UserError(f"a {type(self).__name__} names no networks "
+                    "(PretrainingModel.networks)")
+
   def export_head(self):
     """(encoder, head, layers) for a SavedModel: head(hidden, mask) gives
     the objective's extra outputs ("logits"/"token_scores"/"mlm_logits");
@@ -131,3 +140,8 @@ class PretrainingModel(keras.Model):
   def one_pass_pll(self, features, positions):
     """Per-token PLL [B, P] at `positions`, one pass on the clean text."""
     raise UserError(f"a {type(self).__name__} has no one-pass PLL")
+
+  def appendix_g_log_a(self):
+    """ELECTRA appendix G's log((1 - p_mask) / p_mask), the prior of an
+    original token, for the "electra" PLL estimator (scoring/pll.py)."""
+    raise UserError(f"a {type(self).__name__} has no appendix G estimator")

@@ -17,6 +17,7 @@ import numpy as np
 from keras import ops
 from sklearn import metrics as sk_metrics
 
+from model import DISCRIMINATOR
 from model import DiscriminatorHead
 from model import Embeddings
 from model import Encoder
@@ -182,6 +183,14 @@ class ElectraModel(PretrainingModel):
   def _build_discriminator_head(self, model_config):
     self.discriminator_predictions = DiscriminatorHead(
         model_config, name="discriminator_predictions")
+
+  def networks(self):
+    found = {DISCRIMINATOR: (self.discriminator,
+                             self.discriminator_predictions)}
+    # A masked-LM generator; not a two-tower, uniform or unigram one.
+    if isinstance(self.generator, MaskedLMGenerator):
+      found[GENERATOR] = (self.generator.encoder, self.generator.predictions)
+    return found
 
   @property
   def has_generator_network(self):

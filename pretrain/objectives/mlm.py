@@ -8,6 +8,7 @@ projection, tied to the token embeddings, runs at those positions only.
 import numpy as np
 from keras import ops
 
+from model import GENERATOR
 from model import Encoder
 from model import MaskedLMHead
 from model.positions import gather_positions
@@ -38,6 +39,9 @@ class MaskedLMModel(PretrainingModel):
   @classmethod
   def check_config(cls, config):
     check_no_generator(config)
+
+  def networks(self):
+    return {GENERATOR: (self.encoder, self.mlm_predictions)}
 
   @classmethod
   def flops_parts(cls, config, disc, gen):

@@ -13,6 +13,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from model import GENERATOR
 from model import Encoder
 from model import MaskedLMHead
 from model.positions import gather_positions
@@ -154,6 +155,9 @@ class ScriptModel(PretrainingModel):
     return out
 
   # ------------------------------------------------ export and scoring
+  def networks(self):
+    return {GENERATOR: (self.encoder, self.mlm_predictions)}
+
   def export_head(self):
     encoder, lm_head, layers = masked_lm_export_head(self.encoder,
                                                      self.mlm_predictions)
