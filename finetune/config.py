@@ -12,6 +12,7 @@ import json
 import os
 from typing import Optional
 
+from finetune import data_layout
 from finetune import task_builder
 from model.config import MODEL_PRESETS
 from model.config import get_model_config
@@ -282,6 +283,13 @@ class FinetuningConfig:
 
   def _validate_bam(self):
     """BAM's settings (finetune/bam.py), before any work."""
+    if self.distill or self.write_distill_outputs:
+      for task in self.tasks:  # the trainer checks tasks added elsewhere
+        kind = data_layout.kind(task)
+        if kind not in ("GLUE", ""):
+          raise UserError(f"{task} is a {kind} task: BAM's distill and "
+                          "write_distill_outputs take classification and "
+                          "regression (GLUE) tasks only")
     teachers = self.teacher_paths
     bad = [k for k, v in teachers.items() if not isinstance(v, str) or
            not v.strip()]

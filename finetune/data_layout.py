@@ -36,6 +36,16 @@ def has_layout(task):
   return task in GLUE + QA + TAGGING + CHOICE_RECORDS + (RACE,)
 
 
+def kind(task):
+  """The task's family in words ("" for a task added elsewhere)."""
+  for names, words in ((GLUE, "GLUE"), (QA, "question answering"),
+                       (TAGGING, "tagging"),
+                       (CHOICE_RECORDS + (RACE,), "multiple choice")):
+    if task in names:
+      return words
+  return ""
+
+
 def split_files(task, split):
   """The file stems a split is read from (MNLI's dev: both halves)."""
   return SPLIT_FILES.get(task, {}).get(split, (split,))
