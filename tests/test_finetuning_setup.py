@@ -224,3 +224,17 @@ def test_a_good_command_gets_to_tensorflow(data, tmp_path):
       ["--data-dir", str(data), "--model-name", "tiny", "--task-names",
        "rte,sst", "--raw-data-dir", GLUE])
   preflight.check(config)  # the same checks, passed in-process
+
+
+@pytest.mark.parametrize("script", ["run_scoring.py", "export_model.py"])
+def test_a_wrong_model_name_is_said_before_tensorflow_loads(data, tmp_path,
+                                                            script):
+  where = (["--output-dir", tmp_path / "out"] if script == "export_model.py"
+           else [])  # scoring reads the sentences from stdin first
+  run = subprocess.run(
+      [sys.executable, script, "--data-dir", data, "--model-name", "nope",
+       *where], input="the cat sat\n", cwd=ROOT, env=slot_env(str(tmp_path)),
+      capture_output=True, text=True, timeout=120, check=False)
+  assert (run.returncode, run.stderr) == (
+      2, f"error: no checkpoint found at {data}/models/nope (train one with "
+      "run_pretraining.py, or pass --init-checkpoint)\n")
