@@ -43,6 +43,7 @@ from util.tf_quiet import tensorflow_script
 tensorflow_script("export_model.py")
 
 from interop.config import load_config  # noqa: E402
+from loading.presence import check_model_present  # noqa: E402
 from training.progress import Progress  # noqa: E402
 from util.errors import main_guard  # noqa: E402
 
@@ -50,6 +51,7 @@ from util.errors import main_guard  # noqa: E402
 @main_guard
 def main(argv=None):
   config = load_config(argv)
+  check_model_present(config.model_path)  # before TensorFlow loads
   progress = Progress("export", 2, "steps", sys.stdout)
   # TensorFlow only after the flags are checked: a bad flag fails at once.
   from util.tf_quiet import import_tensorflow

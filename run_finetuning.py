@@ -4,10 +4,11 @@
       --task-names rte,mrpc [--hparams '{"num_trials": 10}']
 
 Starts from DATA_DIR/models/NAME/ (a run_pretraining.py model), reads
-DATA_DIR/finetuning_data/<task>/, and writes results and predictions to
-DATA_DIR/models/NAME/finetuning/, with the best trial's model in
-<tasks>_model/ there. Rerun after an interruption, it goes on from the
-first unfinished trial.
+DATA_DIR/finetuning_data/<task>/ (--raw-data-dir for another folder; GLUE's
+own names such as RTE/ work too: docs/run_finetuning.md), and writes
+results and predictions to DATA_DIR/models/NAME/finetuning/, with the best
+trial's model in <tasks>_model/ there. Rerun after an interruption, it
+goes on from the first unfinished trial.
 
   python run_finetuning.py --data-dir DATA_DIR --model-name NAME \
       --task-names sst --do-predict --predict-file some.tsv
@@ -22,12 +23,14 @@ from util.tf_quiet import tensorflow_script
 tensorflow_script("run_finetuning.py")
 
 from finetune import config as configure_finetuning  # noqa: E402
+from finetune import preflight  # noqa: E402
 from util.errors import main_guard  # noqa: E402
 
 
 @main_guard
 def main(argv=None):
   config = configure_finetuning.load_config(argv)
+  preflight.check(config)  # model and data files: before TensorFlow loads
   from util.tf_quiet import import_tensorflow
   import_tensorflow(with_text=True)
   from finetune.trainer import FinetuningRunner  # TF import after arg checks

@@ -24,6 +24,7 @@ from util.tf_quiet import tensorflow_script
 
 tensorflow_script("run_scoring.py")
 
+from loading.presence import check_model_present  # noqa: E402
 from scoring import blimp  # noqa: E402
 from scoring import nbest  # noqa: E402
 from scoring.config import load_config  # noqa: E402
@@ -118,6 +119,7 @@ def write_sentences(scorer, results, config):
 def main(argv=None):
   config = load_config(argv)
   inputs = load_inputs(config)
+  check_model_present(config.model_path)  # before TensorFlow loads
   from util.tf_quiet import import_tensorflow
   import_tensorflow(with_text=True)
   from scoring.pll import Scorer  # TF import after the checks above

@@ -12,6 +12,10 @@ import json
 import os
 from typing import Optional
 
+from finetune import data_layout
+from finetune import task_builder
+from model.config import MODEL_PRESETS
+from model.config import get_model_config
 from util import storage
 from util.config import apply_overrides
 from util.config import check_choice
@@ -68,7 +72,9 @@ class FinetuningConfig:
   data_dir: str = ""
   model_name: str = ""
   task_names: str = "chunk"  # comma-separated, e.g. "rte,mrpc" (multi-task)
-  raw_data_dir: str = ""  # default DATA_DIR/finetuning_data
+  # Holds a folder per task (rte/ or RTE/, chunk/, squad/, ...):
+  # finetune/data_layout.py, docs/run_finetuning.md.
+  raw_data_dir: str = ""  # tasks' folders; default DATA_DIR/finetuning_data
   init_checkpoint: str = ""  # default DATA_DIR/models/NAME (pretraining)
   init_from: str = "discriminator"  # or "generator" (its encoder)
   vocab_file: str = ""  # default: the pretraining run's, else DATA_DIR/vocab.txt
@@ -96,7 +102,9 @@ class FinetuningConfig:
   eval_examples_limit: int = 0
 
   # Model.
-  model_size: str = ""  # default: the pretraining run's
+  # Picks the learning rate and layer-wise decay defaults; default: the
+  # model's own (its architecture's preset, else its run's model_size).
+  model_size: str = ""  # default: the model's (tiny, small, base, large)
   model_hparam_overrides: dict = dataclasses.field(default_factory=dict)
   do_lower_case: bool = True
   # Default by task, as the original: default_max_seq_length(); cut to the
@@ -105,8 +113,8 @@ class FinetuningConfig:
   hidden_dropout_prob: Optional[float] = None  # default: the model's (0.1)
 
   # Optimization (ELECTRA Table 6).
-  learning_rate: Optional[float] = None  # default by model size
-  layerwise_lr_decay: Optional[float] = None  # default by model size
+  learning_rate: Optional[float] = None  # default by the model's size
+  layerwise_lr_decay: Optional[float] = None  # default by the model's size
   weight_decay_rate: float = 0.0
   warmup_proportion: float = 0.1
   # The original release's warmup: the decayed lr x min(1, step/warmup);
@@ -183,12 +191,15 @@ class FinetuningConfig:
       "task_weight_exponent": ">= 0", "num_gpus": ">= 0"}
 
   def resolve(self, pretrain_size=None):
-    """Derived defaults; `pretrain_size` is the checkpoint's model_size."""
-    self.model_size = self.model_size or pretrain_size or "small"
+    """Derived defaults; `pretrain_size` is the size of the model being
+    fine-tuned (model_size_of). Until it is known (the command line is
+    parsed before the checkpoint is read), model_size, learning_rate and
+    layerwise_lr_decay stay unset unless given."""
+    self.model_size = self.model_size or pretrain_size or ""
     self.fill_max_seq_length()
-    if self.learning_rate is None:
+    if self.model_size and self.learning_rate is None:
       self.learning_rate = LEARNING_RATES.get(self.model_size, 1e-4)
-    if self.layerwise_lr_decay is None:
+    if self.model_size and self.layerwise_lr_decay is None:
       self.layerwise_lr_decay = LAYERWISE_DECAY.get(self.model_size, 0.8)
     if self.data_dir:
       self.raw_data_dir = self.raw_data_dir or os.path.join(
@@ -251,6 +262,9 @@ class FinetuningConfig:
                       "output_dir)")
     if not self.tasks:
       raise UserError("no task given: --task-names rte,mrpc,...")
+    task_builder.check_task_names(self.tasks)
+    if self.model_size:
+      check_choice("model_size", self.model_size, tuple(MODEL_PRESETS))
     check_choice("keep_model", self.keep_model, KEEP_MODEL)
     twice = [t for i, t in enumerate(self.tasks) if t in self.tasks[:i]]
     if twice:
@@ -280,6 +294,13 @@ class FinetuningConfig:
 
   def _validate_bam(self):
     """BAM's settings (finetune/bam.py), before any work."""
+    if self.distill or self.write_distill_outputs:
+      for task in self.tasks:  # the trainer checks tasks added elsewhere
+        kind = data_layout.kind(task)
+        if kind not in ("GLUE", ""):
+          raise UserError(f"{task} is a {kind} task: BAM's distill and "
+                          "write_distill_outputs take classification and "
+                          "regression (GLUE) tasks only")
     teachers = self.teacher_paths
     bad = [k for k, v in teachers.items() if not isinstance(v, str) or
            not v.strip()]
@@ -335,6 +356,24 @@ class FinetuningConfig:
     as JSON would give them back."""
     return {k: v for k, v in json.loads(json.dumps(
         dataclasses.asdict(self))).items() if k not in RUN_SETTINGS}
+
+
+# What tells the presets apart (model/config.py's MODEL_PRESETS).
+_ARCHITECTURE = ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                 "intermediate_size", "embedding_size")
+
+
+def model_size_of(pretrain_config):
+  """The size whose fine-tuning defaults a model takes: the preset its
+  architecture is (a transformers or TF1 import says "base" with its own
+  sizes as overrides), else the model_size its run was given."""
+  encoder = get_model_config(pretrain_config.model_size,
+                             pretrain_config.vocab_size,
+                             pretrain_config.model_hparam_overrides)
+  for size, preset in MODEL_PRESETS.items():
+    if all(getattr(encoder, k) == preset[k] for k in _ARCHITECTURE):
+      return size
+  return pretrain_config.model_size
 
 
 def load_config(argv=None):

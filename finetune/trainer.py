@@ -32,7 +32,9 @@ import tensorflow as tf
 
 from finetune import bam
 from finetune import metrics
+from finetune import preflight
 from finetune import task_builder
+from finetune.config import model_size_of
 from finetune.featurization import limit
 from finetune.featurization import model_inputs
 from finetune.model import FinetuningModel
@@ -66,7 +68,7 @@ class FinetuningRunner:
     self.config = config
     # A fine-tuned model (loading/finetuned.py) this run predicts with, or
     # starts from: its encoder, and the heads of the tasks it has.
-    self.finetuned = self._find_finetuned()
+    self.finetuned = preflight.find_finetuned(config)
     if self.finetuned and config.init_from == "generator":
       raise UserError(f"{self.finetuned.path} is a fine-tuned model: it has "
                       "one encoder, so init_from must be discriminator")
@@ -80,7 +82,9 @@ class FinetuningRunner:
     # The pretraining run's config, as a kept model records it.
     self.origin_config = (self.finetuned.pretrain_config if self.finetuned
                           else pretrain_config)
-    config.validate(pretrain_config.model_size)
+    # Defaults that depend on the model (learning rate, layer-wise decay)
+    # follow the model's size, now that it is known.
+    config.validate(model_size_of(self.origin_config))
     self.model_config = model_config_for(self.pretrained, config)
     config.fit_max_seq_length(self.model_config.max_position_embeddings)
     if config.max_seq_length > self.model_config.max_position_embeddings:
@@ -116,47 +120,16 @@ class FinetuningRunner:
     self._teachers = None  # {task: teacher outputs per train row} (distill)
 
   # ------------------------------------------------- fine-tuned models
-  def _run_path(self):
-    """DATA_DIR/models/NAME, the pretraining run by the data-dir
-    convention ("" without both)."""
-    config = self.config
-    return (os.path.join(config.data_dir, "models", config.model_name)
-            if config.data_dir and config.model_name else "")
-
   def _pretrained_path(self):
-    return self.config.init_checkpoint or self._run_path()
+    return self.config.init_checkpoint or preflight.run_path(self.config)
 
   def kept_model_path(self):
     """OUTPUT_DIR/<tasks>_model: where this run keeps its model."""
-    return os.path.join(self.config.output_dir,
-                        f"{'_'.join(self.config.tasks)}_model")
+    return preflight.kept_model_path(self.config)
 
   def _record_path(self):
     return os.path.join(self.config.output_dir,
                         f"{'_'.join(self.config.tasks)}_trials.json")
-
-  def _find_finetuned(self):
-    """The fine-tuned model at --init-checkpoint; with --do-predict, else
-    the one a run of these tasks kept in output_dir (one must be found)."""
-    config = self.config
-    if finetuned_files.is_finetuned(config.init_checkpoint):
-      return finetuned_files.load(config.init_checkpoint)
-    if not config.do_predict:
-      return None
-    if config.init_checkpoint and config.init_checkpoint != self._run_path():
-      raise UserError(f"{config.init_checkpoint} is not a fine-tuned model "
-                      f"(no {finetuned_files.MODEL_FILE}): --do-predict "
-                      "needs one run_finetuning.py kept")
-    if not config.output_dir:
-      raise UserError("--do-predict needs --init-checkpoint (a fine-tuned "
-                      "model's folder) or --output-dir")
-    kept = self.kept_model_path()
-    if not finetuned_files.is_finetuned(kept):
-      raise UserError(f"no fine-tuned model at {kept}: fine-tune "
-                      f"{', '.join(config.tasks)} first (keep_model best or "
-                      "last), or pass --init-checkpoint a fine-tuned "
-                      "model's folder")
-    return finetuned_files.load(kept)
 
   def _reused_heads(self):
     """{task: saved head weights} of the tasks the fine-tuned model this
@@ -511,8 +484,9 @@ class FinetuningRunner:
     train_steps = {name: self._train_step(model, optimizer, name)
                    for name in data}
     print(f"fine-tuning {', '.join(data)} for {total} steps "
-          f"(lr {config.learning_rate:g}, layer-wise decay "
-          f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size}"
+          f"({config.model_size} model: lr {config.learning_rate:g}, "
+          f"layer-wise decay {config.layerwise_lr_decay:g}, batch "
+          f"{config.train_batch_size}"
           + (f" over {self.num_replicas} replicas" if self.num_replicas > 1
              else "") + ")"
           + ("; distilling from teachers" + (

@@ -113,6 +113,8 @@ def _raw(tmp_path, train=None, task="rte", name="train.tsv"):
       (folder / f"{split}.tsv").write_bytes(_tsv())
   if isinstance(train, bytes):
     (folder / name).write_bytes(train)
+    if name == "train.json":  # SQuAD's dev must be there too (read after)
+      (folder / "dev.json").write_bytes(train)
   elif train == "folder":
     (folder / name).unlink(missing_ok=True)
     (folder / name).mkdir()

@@ -250,8 +250,9 @@ def test_bad_choice_records_are_one_clear_error(tokenizer, tmp_path):
   with pytest.raises(UserError, match=r"dev.csv line 3: 4 fields, the "
                      "header has 5"):
     swag.get_examples("dev")
-  with pytest.raises(UserError, match=r"swag: .*train.jsonl not found \(or "
-                     "train.csv"):
+  with pytest.raises(UserError, match=r"swag: .*train.jsonl not found \(swag "
+                     r"files go in the data folder's swag/: <split>.jsonl "
+                     r"or .csv"):
     swag.get_examples("train")
 
 

@@ -223,5 +223,6 @@ def test_finetuning_shows_progress_and_checks_its_data_before_trial_1(
   out, err = capsys.readouterr()
   assert "trial 1/1" not in out and "step " not in out
   assert re.fullmatch(r"error: qnli: \S+/finetuning_data/qnli/train.tsv not "
-                      r"found \(GLUE files go in DATA_DIR/finetuning_data/"
-                      r"qnli/\)\n", err), err
+                      r"found \(GLUE files go in the data folder's qnli/ or "
+                      r"QNLI/; data folder: --raw-data-dir, default "
+                      r"DATA_DIR/finetuning_data\)\n", err), err

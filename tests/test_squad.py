@@ -314,7 +314,9 @@ def test_examples_and_errors(tmp_path, tokenizer, dev_v1, dev_v2):
   assert impossible and all(e.start_word == -1 and not e.answers
                             for e in impossible)
 
-  with pytest.raises(UserError, match="not found: .*squadv1/train.json"):
+  with pytest.raises(UserError, match=r"squadv1: .*squadv1/train.json not "
+                     r"found \(SQuAD files go in the data folder's "
+                     r"squadv1/"):
     task.get_examples("train")
   bad = tmp_path / "squadv1" / "test.json"
   bad.write_text('{"data": [')

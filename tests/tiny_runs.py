@@ -67,14 +67,15 @@ def write_run(h, model):
   return h, model
 
 
-def tiny_run(data_dir, name="tiny"):
-  """An untrained tiny ELECTRA (save_run's shapes) saved as a pretraining
-  run, with the 8k sample vocabulary so that English text tokenizes. It
-  keeps Keras' initial weights: write_run gives O(1) weights, from which
-  40 fine-tuning steps learn nothing (POS accuracy 12.8%, the majority
-  tag, against 76% from these)."""
+def tiny_run(data_dir, name="tiny", size="tiny"):
+  """An untrained tiny ELECTRA (save_run's shapes; its config names
+  model_size `size`) saved as a pretraining run, with the 8k sample
+  vocabulary so that English text tokenizes. It keeps Keras' initial
+  weights: write_run gives O(1) weights, from which 40 fine-tuning steps
+  learn nothing (POS accuracy 12.8%, the majority tag, against 76% from
+  these)."""
   h = PretrainingConfig(
-      model_size="tiny", vocab_size=len(VOCAB_8K.read_text().split()),
+      model_size=size, vocab_size=len(VOCAB_8K.read_text().split()),
       max_seq_length=16, max_predictions_per_seq=3, data_dir=str(data_dir),
       model_name=name, vocab_file=str(VOCAB_8K), objective="electra",
       model_hparam_overrides=dict(MICRO))

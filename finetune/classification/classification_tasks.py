@@ -1,19 +1,20 @@
 """GLUE tasks: a linear head on the first token ([CLS]) of the encoder.
 
 Each task is a few lines: its files' columns, labels and metrics. Files are
-the standard GLUE TSVs in RAW_DATA_DIR/<task>/ (train.tsv, dev.tsv,
-test.tsv; MNLI's dev_matched/dev_mismatched/test_matched/test_mismatched).
+the standard GLUE TSVs in RAW_DATA_DIR/<task>/ or GLUE's own folder name
+(finetune/data_layout.py): train.tsv, dev.tsv, test.tsv; MNLI's
+dev_matched/dev_mismatched/test_matched/test_mismatched.
 """
 
 import dataclasses
 import math
-import os
 from typing import Optional
 
 import numpy as np
 from keras import ops
 
 from finetune import bam
+from finetune import data_layout
 from finetune import featurization
 from finetune import metrics
 from finetune.heads import LinearHead
@@ -57,7 +58,6 @@ class GLUETask(Task):
   # Regression: the original release trains on (score - min) / max (0-1
   # for STS-B's 0-5) and this is max; predictions are reported unscaled.
   label_max = 1.0
-  glue_dir = ""  # the official GLUE folder name, also accepted
   predictions_ext = ".tsv"
 
   @property
@@ -76,13 +76,7 @@ class GLUETask(Task):
   # ------------------------------------------------------------ examples
   def _path(self, split):
     """RAW_DATA_DIR/<task>/<split>.tsv, or GLUE's own folder name there."""
-    root = self.config.raw_data_dir
-    path = os.path.join(root, self.name, f"{split}.tsv")
-    official = os.path.join(root, self.glue_dir, f"{split}.tsv")
-    if not storage.exists(path) and self.glue_dir and storage.exists(
-        official):
-      return official
-    return path
+    return data_layout.path(self.config.raw_data_dir, self.name, split)
 
   def get_examples(self, split):
     """split: "train", "dev" (every dev split) or "test"."""
@@ -98,10 +92,12 @@ class GLUETask(Task):
     return examples
 
   def _read(self, split, columns, path=None):
-    path = path or self._path(split)
-    if not storage.exists(path):
-      raise UserError(f"{self.name}: {path} not found (GLUE files go in "
-                      f"DATA_DIR/finetuning_data/{self.name}/)")
+    if path is None:
+      path = self._path(split)
+      if not storage.exists(path):
+        raise data_layout.missing(self.config.raw_data_dir, self.name, split)
+    elif not storage.exists(path):
+      raise UserError(f"{self.name}: {path} not found")
     # Tab-split lines, no quoting (as BERT's csv reader with quotechar
     # None, without its 131,072-character field limit). Blank lines are
     # skipped; numbers are the file's own line numbers.
@@ -282,7 +278,6 @@ def _column(header, name, path):
 # ------------------------------------------------------------ the tasks
 class CoLA(GLUETask):
   name = "cola"
-  glue_dir = "CoLA"
   train_columns = Columns(text_a=3, label=1, header=False)
   test_columns = Columns(text_a="sentence")
   metric_names = ("mcc",)
@@ -290,14 +285,12 @@ class CoLA(GLUETask):
 
 class SST(GLUETask):
   name = "sst"
-  glue_dir = "SST-2"
   train_columns = Columns(text_a="sentence", label="label")
   test_columns = Columns(text_a="sentence")
 
 
 class MRPC(GLUETask):
   name = "mrpc"
-  glue_dir = "MRPC"
   train_columns = Columns(text_a="#1 String", text_b="#2 String",
                           label="Quality")
   test_columns = Columns(text_a="#1 String", text_b="#2 String",
@@ -308,7 +301,6 @@ class MRPC(GLUETask):
 
 class STS(GLUETask):
   name = "sts"
-  glue_dir = "STS-B"
   train_columns = Columns(text_a="sentence1", text_b="sentence2",
                           label="score")
   test_columns = Columns(text_a="sentence1", text_b="sentence2")
@@ -320,7 +312,6 @@ class STS(GLUETask):
 
 class QQP(GLUETask):
   name = "qqp"
-  glue_dir = "QQP"
   train_columns = Columns(text_a="question1", text_b="question2",
                           label="is_duplicate")
   test_columns = Columns(text_a="question1", text_b="question2",
@@ -330,18 +321,16 @@ class QQP(GLUETask):
 
 class MNLI(GLUETask):
   name = "mnli"
-  glue_dir = "MNLI"
   train_columns = Columns(text_a="sentence1", text_b="sentence2",
                           label="gold_label")
   test_columns = Columns(text_a="sentence1", text_b="sentence2")
   labels = ("contradiction", "entailment", "neutral")
-  dev_splits = ("dev_matched", "dev_mismatched")
-  test_splits = ("test_matched", "test_mismatched")
+  dev_splits = data_layout.SPLIT_FILES["mnli"]["dev"]
+  test_splits = data_layout.SPLIT_FILES["mnli"]["test"]
 
 
 class QNLI(GLUETask):
   name = "qnli"
-  glue_dir = "QNLI"
   train_columns = Columns(text_a="question", text_b="sentence",
                           label="label")
   test_columns = Columns(text_a="question", text_b="sentence")
@@ -350,7 +339,6 @@ class QNLI(GLUETask):
 
 class RTE(QNLI):
   name = "rte"
-  glue_dir = "RTE"
   train_columns = Columns(text_a="sentence1", text_b="sentence2",
                           label="label")
   test_columns = Columns(text_a="sentence1", text_b="sentence2")
@@ -358,7 +346,6 @@ class RTE(QNLI):
 
 class WNLI(GLUETask):
   name = "wnli"
-  glue_dir = "WNLI"
   train_columns = Columns(text_a="sentence1", text_b="sentence2",
                           label="label")
   test_columns = Columns(text_a="sentence1", text_b="sentence2")

@@ -8,8 +8,8 @@ counts examples). The context is truncated first (from its end); a
 question+option longer than the whole budget keeps its last tokens.
 
 RACE (`race`): RAW_DATA_DIR/race/{train,dev,test}/ as the RACE release
-unpacks (RACE/ itself may be there too): high/ and middle/ folders of
-files, each one JSON object
+unpacks (its RACE/ folder works too, in race/ or in race/'s place): high/
+and middle/ folders of files, each one JSON object
   {"article": str, "questions": [str], "options": [[str x 4]],
    "answers": ["A", ...], "id": "high1.txt"}
 one example per question. A question with a blank ("_") gets the option
@@ -17,9 +17,9 @@ in the blank, otherwise the option follows the question. Reported: the
 accuracy, and of RACE-M and RACE-H (`accuracy_middle`, `accuracy_high`)
 when both are there.
 
-SWAG / COPA style (`swag`, `copa`): RAW_DATA_DIR/<task>/<split>.csv (with
-a header) or .jsonl (an object per line); dev may be named val. Each
-record is one example, in any of these layouts:
+SWAG / COPA style (`swag`, `copa`; COPA/ works too): RAW_DATA_DIR/<task>/
+<split>.csv (with a header) or .jsonl (an object per line); dev may be
+named val. Each record is one example, in any of these layouts:
   SWAG    sent1, sent2, ending0 ... endingN-1, label
   COPA    premise, choice1, choice2, question ("cause"/"effect"), label
   generic context, endings (a list; or ending0 ...), question (optional),
@@ -38,6 +38,7 @@ from typing import Optional
 import numpy as np
 from keras import ops
 
+from finetune import data_layout
 from finetune import featurization
 from finetune import metrics
 from finetune.heads import LinearHead
@@ -187,15 +188,11 @@ class RACE(MultipleChoiceTask):
     return super().option_text(question, option)
 
   def split_dir(self, split):
-    root = os.path.join(self.config.raw_data_dir, self.name)
-    for path in (os.path.join(root, split),
-                 os.path.join(root, "RACE", split)):
-      if storage.isdir(path):
-        return path
-    raise UserError(f"race: {os.path.join(root, split)} not found (RACE "
-                    "goes in DATA_DIR/finetuning_data/race/ as the release "
-                    "unpacks: train/, dev/, test/, each with high/ and "
-                    "middle/ folders of JSON files)")
+    """race/<split>/ (or RACE/ as the release unpacks; data_layout.py)."""
+    path = data_layout.find(self.config.raw_data_dir, self.name, split)
+    if path is None:
+      raise data_layout.missing(self.config.raw_data_dir, self.name, split)
+    return path
 
   def get_examples(self, split):
     if split not in SPLITS:
@@ -322,17 +319,11 @@ class ChoiceRecords(MultipleChoiceTask):
   """Context + N endings + label per record, CSV or JSON Lines."""
 
   def path(self, split):
-    names = {"dev": ("dev", "val")}.get(split, (split,))
-    root = os.path.join(self.config.raw_data_dir, self.name)
-    candidates = [os.path.join(root, f"{n}.{ext}") for n in names
-                  for ext in ("jsonl", "csv")]
-    for path in candidates:
-      if storage.exists(path):
-        return path
-    raise UserError(f"{self.name}: {candidates[0]} not found (or "
-                    f"{', '.join(os.path.basename(c) for c in candidates[1:])}"
-                    f"; {self.name} files go in DATA_DIR/finetuning_data/"
-                    f"{self.name}/)")
+    """<task>/<split>.jsonl or .csv, dev also as val (data_layout.py)."""
+    path = data_layout.find(self.config.raw_data_dir, self.name, split)
+    if path is None:
+      raise data_layout.missing(self.config.raw_data_dir, self.name, split)
+    return path
 
   def get_examples(self, split):
     if split not in SPLITS:

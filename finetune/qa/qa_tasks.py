@@ -5,15 +5,16 @@ XLNet-style head and its loss helpers) and qa_scorer (n-best spans, null
 score, EM/F1).
 """
 
-import os
 import sys
 
 from keras import ops
 
+from finetune import data_layout
 from finetune import task
 from finetune.qa import qa_data
 from finetune.qa import qa_head
 from finetune.qa import qa_scorer
+from util import storage
 from util.errors import UserError
 
 
@@ -31,14 +32,14 @@ class QATask(task.Task):
   # -- examples
 
   def data_path(self, split):
-    if not self.config.raw_data_dir:
-      raise UserError("raw_data_dir is not set: pass --data-dir or "
-                      "--raw-data-dir")
-    return os.path.join(self.config.raw_data_dir, self.name, split + ".json")
+    """RAW_DATA_DIR/<task>/<split>.json, or SQuAD's own file name there."""
+    return data_layout.path(self.config.raw_data_dir, self.name, split)
 
   def get_examples(self, split):
     if split not in self._examples:
       path = self.data_path(split)
+      if not storage.exists(path):
+        raise data_layout.missing(self.config.raw_data_dir, self.name, split)
       limit = (self.config.train_examples_limit if split == "train" else
                self.config.eval_examples_limit)
       self._examples[split] = self._read_examples(

@@ -2,7 +2,8 @@
 
 Chunking files: RAW_DATA_DIR/chunk/train.txt, dev.txt and test.txt, `WORD
 POS CHUNK` per line and a blank line between sentences. ELECTRA reports
-chunk F1 on the official test set, so that file goes in as dev.txt.
+chunk F1 on the official test set: CoNLL-2000 as distributed (train.txt,
+test.txt) is read with test.txt as dev (finetune/data_layout.py).
 
 POS files: RAW_DATA_DIR/pos/<split>.txt, the same CoNLL-2000 files (the
 POS column is the second) or the usual Penn Treebank layouts: `word TAG`
@@ -22,6 +23,7 @@ import os
 import numpy as np
 from keras import ops
 
+from finetune import data_layout
 from finetune.heads import LinearHead
 from finetune.tagging import crf
 from finetune.tagging import tagging_metrics
@@ -162,7 +164,6 @@ class TaggingTask(Task):
   name = ""
   predictions_ext = ".txt"
   kind = "tag"  # in messages: "chunk tag 'X'", "POS tag 'X'"
-  files = ""  # what the files are, for the not-found message
   cut_words = ""  # how a word cut by truncation is scored
   # A dev/test tag the training data lacks: an error, or (True) a word
   # scored as wrong (its loss term is against tag 0).
@@ -171,12 +172,21 @@ class TaggingTask(Task):
   def __init__(self, config, tokenizer):
     super().__init__(config, tokenizer)
     self._labels = None
+    self._said = False  # the note that test.txt is the dev set
     self.truncated_sentences = 0  # from the last featurize call
     self.truncated_words = 0
 
   # ------------------------------------------------------------ examples
   def path(self, split):
-    return os.path.join(self.config.raw_data_dir, self.name, f"{split}.txt")
+    """RAW_DATA_DIR/<task>/<split>.txt; chunking's dev, without dev.txt,
+    is CoNLL-2000's test.txt (finetune/data_layout.py), said once."""
+    path = data_layout.path(self.config.raw_data_dir, self.name, split)
+    if split == "dev" and data_layout.dev_is_test(path) and not self._said:
+      self._said = True
+      print(f"{self.name}: no dev.txt in {os.path.dirname(path)}: its "
+            "test.txt is the dev set (CoNLL-2000 as distributed; ELECTRA "
+            "reports test F1)", flush=True)
+    return path
 
   def labels_path(self):
     """Where the tag set is saved; "" when there is no output_dir."""
@@ -201,11 +211,9 @@ class TaggingTask(Task):
     return "" if tag in known else (
         f"{self.kind} tag '{tag[:40]}' is not in the training data's tag set")
 
-  def _read(self, path):
+  def _read(self, path, split):
     if not storage.exists(path):
-      raise UserError(f"{self.name}: {path} not found ({self.files} go in "
-                      f"DATA_DIR/finetuning_data/{self.name}/ as train.txt, "
-                      "dev.txt, test.txt)")
+      raise data_layout.missing(self.config.raw_data_dir, self.name, split)
     return self.read(path)
 
   def get_examples(self, split):
@@ -213,7 +221,7 @@ class TaggingTask(Task):
       raise UserError(f"{self.name}: unknown split '{split}' (choose from "
                       f"{', '.join(SPLITS)})")
     path = self.path(split)
-    sentences = self._read(path)
+    sentences = self._read(path, split)
     if split == "train" and self._labels is None:
       self._labels = self._load_or_build_labels(sentences)
     self._check_known(path, sentences, split)
@@ -257,7 +265,7 @@ class TaggingTask(Task):
         raise UserError(f"{saved} is empty; delete it to rebuild the tag set")
       return labels
     if train_sentences is None:
-      train_sentences = self._read(self.path("train"))
+      train_sentences = self._read(self.path("train"), "train")
     labels = self.tag_set(train_sentences)
     if saved:
       storage.makedirs(self.config.output_dir)
@@ -372,7 +380,6 @@ class Chunking(TaggingTask):
   name = "chunk"
   metric = "f1"
   kind = "chunk"
-  files = "CoNLL-2000 files"
   cut_words = "scored as O"
 
   def read(self, path):
@@ -408,7 +415,6 @@ class POSTagging(TaggingTask):
   name = "pos"
   metric = "accuracy"
   kind = "POS"
-  files = "POS-tagged files (CoNLL-2000, 'word TAG' or 'word/TAG')"
   cut_words = "scored as wrong"
   unseen_tags_ok = True  # a rare tag (UH, LS) may be missing from train
 
