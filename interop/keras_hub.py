@@ -15,8 +15,9 @@ KerasHub's ElectraBackbone always uses the tanh GELU (the TF1 release
 uses the exact one). The export checks the preset against our encoder
 computed with that same GELU (float32 rounding, or a weight is misplaced);
 for a model with the exact GELU ("gelu", our default) it also reports how
-far the tanh form moves the outputs, which no preset can avoid. ELECTRA has no pooler: pooled_dense is written as the identity
-(pooled_output = tanh(sequence_output[:, 0])) and ignored on import.
+far the tanh form moves the outputs, which no preset can avoid. ELECTRA
+has no pooler: pooled_dense is written as the identity (pooled_output =
+tanh(sequence_output[:, 0])) and ignored on import.
 Needs the `keras-hub` package (pip install keras-hub); never downloads.
 """
 
