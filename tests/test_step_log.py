@@ -35,5 +35,5 @@ def test_a_slow_loop_is_cut_at_round_steps_within_the_silence_allowed():
 def test_a_fast_loop_or_a_long_run_keeps_its_configured_lines():
   assert pacing(0.1).steps(0, 100, 100) == 100  # 10 s: within 15
   assert pacing(0.1).steps(0, 200, 200) == 100  # 20 s: halved
-  # After 2 hours a 20th of it (6 minutes) is allowed: 200 steps again.
+  # After 2 hours a 40th of it (3 minutes) is allowed: 200 steps again.
   assert pacing(0.1, trained_seconds=7200).steps(0, 200, 200) == 200

@@ -12,7 +12,7 @@ LOG_SECONDS = 15.0  # the longest silence early in a run (see steps())
 FIRST_LOOP_STEPS = 10  # the first call also traces: no rate known yet
 # The silence allowed grows to this share of the time trained so far, so a
 # day-long run falls back to its log_every_steps and its log stays short.
-SHARE_OF_ELAPSED = 1 / 20
+SHARE_OF_ELAPSED = 1 / 40
 
 
 class StepLog:
