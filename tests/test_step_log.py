@@ -1,6 +1,7 @@
 """The pretraining log's pacing (training/step_log.py): how many steps a
 host call runs before the next line, from a given rate (set, not timed)."""
 
+import contextlib
 import time
 
 from pretrain.config import PretrainingConfig
@@ -28,8 +29,24 @@ def test_a_slow_loop_is_cut_at_round_steps_within_the_silence_allowed():
   assert log.steps(10, 90, 100) == 15  # 10 -> 25
   assert log.steps(25, 75, 100) == 25  # 25 -> 50
   assert log.steps(0, 100, 100) * 0.4 <= step_log.LOG_SECONDS
-  # A rate overestimated by the first call's tracing: shorter, still round.
+  # A slower rate: shorter calls, still ending on round steps.
   assert pacing(1.6).steps(10, 90, 100) == 5
+
+
+def test_the_first_call_is_not_taken_as_the_rate():
+  """It traces (XLA: a minute): 10 steps in 60 s must not cut the next
+  call of a 10-step loop short."""
+  log = pacing()
+  step_log.StepLog.log(log, 10, 10, 60.0, {}, 0.0, NoWriter())
+  assert log.seconds_per_step is None
+  assert log.steps(10, 10, 10) == 10
+  step_log.StepLog.log(log, 20, 10, 20.0, {}, 0.0, NoWriter())
+  assert log.seconds_per_step == 2.0 and log.steps(20, 10, 10) == 5
+
+
+class NoWriter:
+  def as_default(self, step):
+    return contextlib.nullcontext(step)
 
 
 def test_a_fast_loop_or_a_long_run_keeps_its_configured_lines():

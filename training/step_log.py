@@ -9,7 +9,9 @@ import tensorflow as tf
 from training.progress import format_seconds
 
 LOG_SECONDS = 15.0  # the longest silence early in a run (see steps())
-FIRST_LOOP_STEPS = 10  # the first call also traces: no rate known yet
+# Steps of a call while no rate is known: the first call's time is mostly
+# tracing (a minute with XLA), so it is not taken as the steps' rate.
+FIRST_LOOP_STEPS = 10
 # The silence allowed grows to this share of the time trained so far, so a
 # day-long run falls back to its log_every_steps and its log stays short.
 SHARE_OF_ELAPSED = 1 / 40
@@ -21,13 +23,15 @@ class StepLog:
   def __init__(self, config, start_step):
     self.config = config
     self.start_step, self.start_time = start_step, time.time()
-    self.seconds_per_step = None  # of the last host call
+    self.seconds_per_step = None  # of the last host call but the first
+    self.calls = 0
 
   def steps(self, step, n, every):
     """How many of the next `n` steps (ending on a multiple of `every`) to
     run before the next line: all of them if they fit in LOG_SECONDS at
     the last call's rate, else the most that fit and end on a multiple of
-    a divisor of `every` (round steps; the configured lines still come)."""
+    a divisor of `every` (round steps; the configured lines still come).
+    Until a rate is known, FIRST_LOOP_STEPS."""
     if self.seconds_per_step is None:
       fit = FIRST_LOOP_STEPS
     else:
@@ -41,7 +45,9 @@ class StepLog:
 
   def log(self, step, n, elapsed, logs, lr, writer):
     config = self.config
-    self.seconds_per_step = elapsed / max(n, 1)
+    if self.calls:
+      self.seconds_per_step = elapsed / max(n, 1)
+    self.calls += 1
     seq_per_s = n * config.train_batch_size / max(elapsed, 1e-9)
     overall = (step - self.start_step) * config.train_batch_size / max(
         time.time() - self.start_time, 1e-9)
