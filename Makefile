@@ -3,6 +3,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 QS := runs/quickstart
+# When make began: the quickstart summary's "done in".
+QS_START := $(shell date +%s)
 
 .PHONY: install quickstart test bench
 
@@ -23,8 +25,13 @@ install: $(VENV)/.installed
 # Raw text -> TFRecords -> tiny ELECTRA -> eval, on the embedded sample.
 # The paper's sampling temperature 1.0: in these minutes the generator
 # learns and the discriminator stays at the base rate (results/README.md: the
-# replaced-token plateau); add --temperature 2.0 to see it learn.
-QS_HPARAMS := --hparams configs/electra_tiny.json
+# replaced-token plateau). To see it learn, train a new model hotter (a
+# changed temperature on electra_tiny is refused: it would resume its run):
+#   .venv/bin/python run_pretraining.py --data-dir runs/quickstart \
+#     --model-name electra_tiny_t2 --hparams configs/electra_tiny.json \
+#     --temperature 2.0 --do-eval
+QS_CONFIG := configs/electra_tiny.json
+QS_HPARAMS := --hparams $(QS_CONFIG)
 QS_MODEL := $(QS)/models/electra_tiny
 
 $(QS)/vocab.txt: sample_data/vocab_8k.txt
@@ -40,6 +47,7 @@ $(QS)/pretrain_tfrecords/metadata.json: $(QS)/vocab.txt $(wildcard sample_data/c
 
 # "before training" only when nothing is trained yet: a re-run resumes (or,
 # when done, only evaluates) and prints the trained model's metrics once.
+# Its results are kept as eval_before.json for the summary's table.
 quickstart: install $(QS)/pretrain_tfrecords/metadata.json
 	@if [ -f $(QS_MODEL)/checkpoint ]; then \
 	  echo "== before training: skipped, $(QS_MODEL) already holds a checkpoint (remove it to start over)"; \
@@ -47,10 +55,14 @@ quickstart: install $(QS)/pretrain_tfrecords/metadata.json
 	  echo "== before training"; \
 	  $(PY) run_pretraining.py --data-dir $(QS) --model-name electra_tiny \
 	    $(QS_HPARAMS) --no-do-train --do-eval || exit $$?; \
+	  cp $(QS_MODEL)/eval_results.json $(QS_MODEL)/eval_before.json; \
 	fi
 	@echo "== training"
 	$(PY) run_pretraining.py --data-dir $(QS) --model-name electra_tiny \
 	  $(QS_HPARAMS) --do-eval
+	@$(PY) -m pretrain.summary --data-dir $(QS) --model-name electra_tiny \
+	  --before $(QS_MODEL)/eval_before.json --started $(QS_START) \
+	  --pretrain-hparams $(QS_CONFIG)
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15 tests

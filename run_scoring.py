@@ -11,8 +11,10 @@ Loads the pretraining run DATA_DIR/models/NAME/ (run_pretraining.py's
 pretrain_config.json and latest checkpoint) and scores with its objective's
 estimator: Electric and SCRIPT in one pass, a masked LM with one pass per
 token, ELECTRA by appendix G (--method and --top-k; see scoring/pll.py).
-Sentences mode prints `PLL<TAB>tokens<TAB>sentence` per line (JSON lines
-with --per-token); blimp and nbest print tables (--results-file: JSON).
+Sentences mode prints a header, then `pll<TAB>tokens<TAB>sentence` per
+input line (--format jsonl: a JSON object per line; --per-token adds each
+token's). PLL: the sum of log p(token | the rest) in nats (natural log).
+Blimp and nbest print tables (--results-file: JSON).
 """
 
 import json
@@ -96,18 +98,26 @@ def report_speed(scorer, log):
           f"max_seq_length {scorer.max_seq_length}", file=log, flush=True)
 
 
+TSV_HEADER = "pll\ttokens\tsentence"
+
+
 def write_sentences(scorer, results, config):
   """To stdout, or to output_file whole (a temporary file, renamed)."""
+  tsv = config.format == "tsv" and not config.per_token
+
   def write(out):
+    if tsv:
+      out.write(TSV_HEADER + "\n")
     for r in results:
-      if config.per_token:
-        out.write(json.dumps({
-            "sentence": r.text, "pll": r.pll, "tokens": len(r.token_ids),
-            "truncated": r.truncated,
-            "token_strings": scorer.token_strings(r.token_ids),
-            "token_plls": [float(x) for x in r.token_plls]}) + "\n")
-      else:
+      if tsv:
         out.write(f"{r.pll:.4f}\t{len(r.token_ids)}\t{r.text}\n")
+        continue
+      row = {"sentence": r.text, "pll": r.pll, "tokens": len(r.token_ids),
+             "truncated": r.truncated}
+      if config.per_token:
+        row.update(token_strings=scorer.token_strings(r.token_ids),
+                   token_plls=[float(x) for x in r.token_plls])
+      out.write(json.dumps(row) + "\n")
 
   if config.output_file:
     outputs.write_atomic(config.output_file, write)

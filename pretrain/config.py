@@ -125,7 +125,9 @@ class PretrainingConfig:
   max_seq_length: int = 128
 
   # Loop, checkpoints, logs.
-  iterations_per_loop: int = 200  # steps per host call; also log interval
+  # Steps per host call and log interval; fewer while a call would run for
+  # over ~15 s early in a run (training/step_log.py).
+  iterations_per_loop: int = 200
   log_every_steps: int = 0  # 0 = once per loop
   save_checkpoints_steps: int = 1000
   keep_checkpoint_max: int = 5  # of the step-scheduled checkpoints

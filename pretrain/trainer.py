@@ -283,6 +283,7 @@ class Trainer:
         n = min(config.iterations_per_loop, next_save - step, next_log - step,
                 config.num_train_steps - step)
         n = min([n] + [b - step for b in boundaries if b > step])
+        n = progress.steps(step, n, log_every)  # a line every ~15 s
         loop_start = time.time()
         logs = self._run_loop(train_loop, iterator, n)
         elapsed = time.time() - loop_start

@@ -19,9 +19,11 @@ from util.outputs import check_new_file
 from util.outputs import same_file
 
 MODES = ("sentences", "blimp", "nbest")
+FORMATS = ("tsv", "jsonl")  # mode=sentences' output
 # Flags that only some modes read -> those modes.
 FLAG_MODES = {"input_file": ("sentences",), "output_file": ("sentences",),
-              "per_token": ("sentences",), "blimp_dir": ("blimp",),
+              "per_token": ("sentences",), "format": ("sentences",),
+              "blimp_dir": ("blimp",),
               "blimp_limit": ("blimp",), "nbest_dev": ("nbest",),
               "nbest_test": ("nbest",), "nbest_limit": ("nbest",),
               "results_file": ("blimp", "nbest")}
@@ -57,7 +59,10 @@ class ScoringConfig:
   # mode=sentences: one sentence a line; "" or "-" = stdin.
   input_file: str = ""
   output_file: str = ""  # "" = stdout
-  per_token: bool = False  # JSON lines with each token's PLL
+  # tsv: a header line, then pll<TAB>tokens<TAB>sentence per input line;
+  # jsonl: {"sentence", "pll", "tokens", "truncated"} per input line.
+  format: str = "tsv"
+  per_token: bool = False  # jsonl, with each token's string and PLL
 
   # mode=blimp: a folder of BLiMP-style *.jsonl files.
   blimp_dir: str = ""
@@ -90,6 +95,7 @@ class ScoringConfig:
     check_data_dir(self)
     require_model_path(self)
     check_choice("mode", self.mode, MODES)
+    check_choice("format", self.format, FORMATS)
     if self.method:
       check_choice("method", self.method, methods(),
                    note=" (or empty for the objective's own)")
@@ -103,8 +109,9 @@ class ScoringConfig:
 
   def _check_mode_flags(self):
     """Flags of another mode are a mistake, not something to ignore."""
+    defaults = {f.name: f.default for f in dataclasses.fields(self)}
     for name, modes in FLAG_MODES.items():
-      if getattr(self, name) and self.mode not in modes:
+      if getattr(self, name) != defaults[name] and self.mode not in modes:
         raise UserError(f"--{name.replace('_', '-')} applies to --mode "
                         f"{' or '.join(modes)}, not {self.mode}")
 

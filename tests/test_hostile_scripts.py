@@ -704,7 +704,7 @@ def test_scoring_interrupted_write_keeps_the_old_output(world, tmp_path,
   monkeypatch.undo()
   run_scoring.main(argv)
   assert [l.split("\t")[2] for l in old.read_text().splitlines()] == [
-      "the cat sat on the mat", "a big dog ran"]
+      "sentence", "the cat sat on the mat", "a big dog ran"]
 
 
 def test_scoring_a_huge_line(world, tmp_path, capsys):
@@ -717,7 +717,7 @@ def test_scoring_a_huge_line(world, tmp_path, capsys):
   assert [r.truncated for r in results] == [True, False]
   assert len(results[0].token_ids) == 14  # max_seq_length 16 - 2
   assert "note: 1 sentences were truncated" in err
-  assert len(out.splitlines()) == 2
+  assert len(out.splitlines()) == 3  # the header, a line per sentence
 
 
 def _script(name, *argv, stdin=None):

@@ -131,5 +131,5 @@ def test_toy_objective_trains_counts_flops_exports_and_scores(
                     "--input-file", str(source)])
   out, err = capsys.readouterr()
   assert "(toy)" in err and "1 pass per sentence" in err, err
-  pll = float(out.splitlines()[0].split("\t")[0])
+  pll = float(out.splitlines()[1].split("\t")[0])
   assert np.isfinite(pll) and pll < 0

@@ -156,7 +156,8 @@ def test_a_missing_data_dir_is_said_before_tensorflow_loads(tmp_path, script,
 
 def make_quickstart(tmp_path, qs):
   """`make quickstart` with a stand-in for Python that logs each command
-  (and, as the builder would, writes metadata.json)."""
+  (and, as the builder and the eval would, writes metadata.json and
+  eval_results.json)."""
   stub = tmp_path / "python"
   stub.write_text(
       "#!/bin/sh\n"
@@ -164,6 +165,9 @@ def make_quickstart(tmp_path, qs):
       "case \"$1\" in build_pretraining_dataset.py)\n"
       f"  mkdir -p {qs}/pretrain_tfrecords && touch "
       f"{qs}/pretrain_tfrecords/metadata.json;;\n"
+      "run_pretraining.py)\n"
+      f"  mkdir -p {qs}/models/electra_tiny && echo {{}} > "
+      f"{qs}/models/electra_tiny/eval_results.json;;\n"
       "esac\n")
   stub.chmod(0o755)
   venv = tmp_path / "venv"
@@ -187,16 +191,20 @@ def test_quickstart_rerun_builds_nothing_and_labels_before_training_honestly(
   out, commands = make_quickstart(tmp_path, qs)
   scripts = [c.split()[0] for c in commands]
   assert scripts == ["build_pretraining_dataset.py", "run_pretraining.py",
-                     "run_pretraining.py"]
+                     "run_pretraining.py", "-m"]
   assert "--no-do-train --do-eval" in commands[1]
   assert "== before training\n" in out
+  # The summary's table compares with the untrained model's eval, kept.
+  assert commands[3].startswith("-m pretrain.summary ")
+  assert f"--before {qs}/models/electra_tiny/eval_before.json" in commands[3]
+  assert (qs / "models" / "electra_tiny" / "eval_before.json").exists()
 
   # Run again once a model is trained: the TFRecords are there and the
   # untrained-model eval would show the trained model's metrics.
-  (qs / "models" / "electra_tiny").mkdir(parents=True)
+  (qs / "models" / "electra_tiny").mkdir(parents=True, exist_ok=True)
   (qs / "models" / "electra_tiny" / "checkpoint").write_text("")
   out, commands = make_quickstart(tmp_path, qs)
-  assert len(commands) == 1 and commands[0].startswith("run_pretraining.py")
+  assert len(commands) == 2 and commands[0].startswith("run_pretraining.py")
   assert "--no-do-train" not in commands[0]
   assert "== before training: skipped" in out
 

@@ -369,11 +369,13 @@ def test_cli_scores_sentences_and_blimp(runs, tmp_path, capsys,
       "the cat sat on the mat\n\na big dog ran\n"))
   results = cli(runs, "--batch-size", "2")
   out, err = capsys.readouterr()
-  assert [line.split("\t")[2] for line in out.splitlines()] == [
+  assert out.splitlines()[0] == "pll\ttokens\tsentence"
+  assert [line.split("\t")[2] for line in out.splitlines()[1:]] == [
       "the cat sat on the mat", "", "a big dog ran"]
   assert re.search(r"scored 3 sentences .* sentences/s \(electric\)", err)
   tokens = vocab_tokenizer(data_dir).tokenize_batch(["a big dog ran"])[0]
-  assert float(out.splitlines()[2].split("\t")[0]) == pytest.approx(
+  assert out.splitlines()[3].split("\t")[1] == str(len(tokens))
+  assert float(out.splitlines()[3].split("\t")[0]) == pytest.approx(
       sum(reference_electric(model, tokens)), abs=1e-3)
 
   source = tmp_path / "in.txt"
@@ -390,6 +392,28 @@ def test_cli_scores_sentences_and_blimp(runs, tmp_path, capsys,
   assert results["pairs"] == 7
   assert json.loads((tmp_path / "blimp.json").read_text())["pairs"] == 7
   assert "sentences/s" in capsys.readouterr().out
+
+
+def test_cli_jsonl_is_a_labelled_row_per_line_in_nats(runs, capsys,
+                                                      monkeypatch):
+  """--format jsonl: one object per input line, blank lines kept; the PLL
+  is the sum of natural-log token probabilities (the masked LM's log
+  softmax here)."""
+  data_dir, made = runs
+  _, model = made["mlm"]
+  monkeypatch.setattr("sys.stdin", __import__("io").StringIO(
+      "a big dog ran\n\nthe cat sat on the mat\n"))
+  cli(runs, "--format", "jsonl", model="mlm")
+  rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+  assert [set(r) for r in rows] == [
+      {"sentence", "pll", "tokens", "truncated"}] * 3
+  assert [r["sentence"] for r in rows] == [
+      "a big dog ran", "", "the cat sat on the mat"]
+  tokens = vocab_tokenizer(data_dir).tokenize_batch(["a big dog ran"])[0]
+  assert rows[0]["tokens"] == len(tokens) and rows[1]["tokens"] == 0
+  assert rows[0]["pll"] == pytest.approx(sum(reference_mlm(model, tokens)),
+                                         abs=1e-3)
+  assert rows[0]["pll"] < 0 and rows[1]["pll"] == 0
 
 
 def test_cli_nbest(runs, tmp_path, capsys):
@@ -441,6 +465,9 @@ def test_cli_errors_are_one_line(runs, tmp_path, capsys):
       (base + ["--batch-size", "x"], r"'batch_size' expects int"),
       (base + ["--hparams", '{"topk": 3}'], r"unknown hparam 'topk'"),
       (base + ["--method", "bert"], r"method must be one of"),
+      (base + ["--format", "csv"], r"format must be one of tsv, jsonl"),
+      (base + ["--mode", "blimp", "--format", "jsonl"],
+       r"--format applies to --mode sentences, not blimp"),
       (base + ["--output-file", str(tmp_path / "no" / "out.tsv")],
        r"output_file: folder .*/no does not exist"),
   ]:

@@ -1,11 +1,20 @@
 """The training log line (losses, lr, seq/s, tok/s, ETA) and its
-TensorBoard scalars, written every log_every_steps."""
+TensorBoard scalars, written every log_every_steps, and sooner while a
+host call of that many steps would run for longer than LOG_SECONDS."""
 
 import time
 
 import tensorflow as tf
 
 from training.progress import format_seconds
+
+LOG_SECONDS = 15.0  # the longest silence early in a run (see steps())
+# Steps of a call while no rate is known: the first call's time is mostly
+# tracing (a minute with XLA), so it is not taken as the steps' rate.
+FIRST_LOOP_STEPS = 10
+# The silence allowed grows to this share of the time trained so far, so a
+# day-long run falls back to its log_every_steps and its log stays short.
+SHARE_OF_ELAPSED = 1 / 40
 
 
 class StepLog:
@@ -14,9 +23,34 @@ class StepLog:
   def __init__(self, config, start_step):
     self.config = config
     self.start_step, self.start_time = start_step, time.time()
+    # The fastest host call's, the first aside: a call that traced again
+    # (two-stage training's switch) must not shorten the calls after it.
+    self.seconds_per_step = None
+    self.calls = 0
+
+  def steps(self, step, n, every):
+    """How many of the next `n` steps (ending on a multiple of `every`) to
+    run before the next line: all of them if they fit in LOG_SECONDS at
+    the fastest call's rate, else the most that fit and end on a multiple of
+    a divisor of `every` (round steps; the configured lines still come).
+    Until a rate is known, FIRST_LOOP_STEPS."""
+    if self.seconds_per_step is None:
+      fit = FIRST_LOOP_STEPS
+    else:
+      budget = max(LOG_SECONDS,
+                   (time.time() - self.start_time) * SHARE_OF_ELAPSED)
+      fit = int(budget / max(self.seconds_per_step, 1e-9))
+    if n <= fit:
+      return n
+    divisor = max(d for d in range(1, max(fit, 1) + 1) if every % d == 0)
+    return min(n, (step // divisor + 1) * divisor - step)
 
   def log(self, step, n, elapsed, logs, lr, writer):
     config = self.config
+    if self.calls:
+      rate = elapsed / max(n, 1)
+      self.seconds_per_step = min(rate, self.seconds_per_step or rate)
+    self.calls += 1
     seq_per_s = n * config.train_batch_size / max(elapsed, 1e-9)
     overall = (step - self.start_step) * config.train_batch_size / max(
         time.time() - self.start_time, 1e-9)

@@ -1,0 +1,148 @@
+"""A pretraining run summed up, as the quickstart ends (TF-free, instant):
+
+  python -m pretrain.summary --data-dir DATA_DIR --model-name NAME \
+      --before eval_before.json [--started EPOCH_SECONDS] \
+      [--pretrain-hparams configs/electra_tiny.json]
+
+Prints the eval before -> after table (eval_results.json of the untrained
+model, kept as --before, and the run's own), how long it all took, and
+the commands to try next with this run's folder and name filled in.
+"""
+
+import dataclasses
+import json
+import os
+import shlex
+import sys
+import time
+
+from util import storage
+from util.config import check_data_dir
+from util.config import parse_config
+from util.errors import main_guard
+from util.errors import UserError
+from util.text_files import read_text
+
+RESULTS = "eval_results.json"  # pretrain/trainer.py writes it
+
+
+@dataclasses.dataclass
+class SummaryConfig:
+  data_dir: str = ""
+  model_name: str = ""
+  # Eval results of the untrained model; "" or a missing file = none (a
+  # re-run of a trained model has no before).
+  before: str = ""
+  started: float = 0.0  # when the run began, in epoch seconds; 0 = unsaid
+  # The hparams the run was trained with, repeated in the next commands.
+  pretrain_hparams: str = ""
+
+  RANGES = {"started": ">= 0"}
+
+  @property
+  def model_dir(self):
+    return os.path.join(self.data_dir, "models", self.model_name)
+
+  def validate(self):
+    if not (self.data_dir and self.model_name):
+      raise UserError("pass --data-dir and --model-name")
+    check_data_dir(self)
+
+
+def read_results(path):
+  """A run's eval results (a JSON object), or one clear error."""
+  if not storage.exists(path):
+    raise UserError(f"no eval results at {path}: run run_pretraining.py "
+                    "with --do-eval first")
+  try:
+    results = json.loads(read_text(path))
+  except ValueError as e:
+    raise UserError(f"{path} is not valid JSON: {e}") from None
+  if not isinstance(results, dict):
+    raise UserError(f"{path} is not a JSON object")
+  return results
+
+
+def table(before, after):
+  """Each metric both evals share (all of after's when there is no
+  before), one row each: `metric  before  after`."""
+  def step(results):
+    return f"step {results.get('global_step', '?')}"
+
+  names = sorted(k for k in after if k != "global_step" and
+                 isinstance(after[k], (int, float)) and
+                 (before is None or k in before))
+  width = max([len("eval metric")] + [len(k) for k in names])
+  head = [f"before ({step(before)})"] if before else []
+  head.append(f"after ({step(after)})")
+  cols = [max(len(h), 8) for h in head]
+  lines = [f"  {'eval metric':<{width}}  " + "  ".join(
+      f"{h:>{c}}" for h, c in zip(head, cols))]
+  for k in names:
+    values = ([before[k]] if before else []) + [after[k]]
+    lines.append(f"  {k:<{width}}  " + "  ".join(
+        f"{v:>{c}.4f}" for v, c in zip(values, cols)))
+  return lines
+
+
+def python():
+  """How to call this interpreter: ./.venv/bin/python and the like when
+  it lives under the current folder, else plain python."""
+  exe = os.path.abspath(sys.executable)
+  rel = os.path.relpath(exe)
+  return rel if not rel.startswith("..") else "python"
+
+
+def next_commands(config, py="python"):
+  """(what, command) for fine-tuning, scoring, export and a hotter run."""
+  run = ["--data-dir", config.data_dir, "--model-name", config.model_name]
+  hparams = (["--hparams", config.pretrain_hparams]
+             if config.pretrain_hparams else [])
+
+  def cmd(*words):
+    return " ".join(shlex.quote(w) for w in (py,) + words)
+
+  sample = "the cat sat on the mat ."
+  return [
+      ("fine-tune (GLUE's RTE in "
+       f"{os.path.join(config.data_dir, 'finetuning_data', 'rte')}/; "
+       "docs/run_finetuning.md)",
+       cmd("run_finetuning.py", *run, "--task-names", "rte")),
+      ("score sentences (PLL in nats; docs/run_scoring.md)",
+       f"printf {shlex.quote(sample + chr(92) + 'n')} | " +
+       cmd("run_scoring.py", *run)),
+      ("export for transformers (docs/export_model.md)",
+       cmd("export_model.py", *run, "--format", "hf", "--output-dir",
+           os.path.join(config.data_dir, "export", config.model_name))),
+      ("pretrain a new model with hotter samples (its discriminator learns "
+       "in these minutes)",
+       cmd("run_pretraining.py", "--data-dir", config.data_dir,
+           "--model-name", config.model_name + "_t2", *hparams,
+           "--temperature", "2.0", "--do-eval")),
+  ]
+
+
+def summary_lines(config, before, after, seconds=None, py="python"):
+  took = f", done in {seconds / 60:.1f} min" if seconds is not None else ""
+  lines = [f"== {config.model_dir}{took}"]
+  lines += table(before, after)
+  lines.append("next:")
+  for what, command in next_commands(config, py):
+    lines += [f"  # {what}", f"  {command}"]
+  return lines
+
+
+@main_guard
+def main(argv=None):
+  config, _ = parse_config(SummaryConfig, argv,
+                           description="A pretraining run summed up.")
+  after = read_results(os.path.join(config.model_dir, RESULTS))
+  before = (read_results(config.before)
+            if config.before and storage.exists(config.before) else None)
+  seconds = time.time() - config.started if config.started else None
+  print("\n".join(summary_lines(config, before, after, seconds, python())),
+        flush=True)
+
+
+if __name__ == "__main__":
+  main()
