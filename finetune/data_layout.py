@@ -33,7 +33,7 @@ SQUAD_VERSIONS = {"squadv1": "v1.1", "squad": "v2.0"}
 def has_layout(task):
   """Whether this module knows the task's files (a task added elsewhere
   is checked only when it reads them)."""
-  return task in GLUE + QA + TAGGING + CHOICE_RECORDS + (RACE,)
+  return bool(kind(task))
 
 
 def kind(task):
@@ -85,14 +85,16 @@ def find(raw_data_dir, task, stem):
               None)
 
 
-def path(raw_data_dir, task, stem):
-  """Where to read `stem`: the one found, else the preferred path (which
-  reading then reports as missing)."""
+def require(raw_data_dir, task, stem):
+  """Where to read `stem`: the one found, else one error naming the
+  layout (missing())."""
   if not raw_data_dir:
     raise UserError("raw_data_dir is not set: pass --data-dir or "
                     "--raw-data-dir")
-  return (find(raw_data_dir, task, stem) or
-          candidates(raw_data_dir, task, stem)[0])
+  found = find(raw_data_dir, task, stem)
+  if found is None:
+    raise missing(raw_data_dir, task, stem)
+  return found
 
 
 def dev_is_test(found):

@@ -19,7 +19,6 @@ from keras import ops
 from model import DISCRIMINATOR  # noqa: F401 (the roles, for interop)
 from model import GENERATOR  # noqa: F401
 from model import DiscriminatorHead
-from model import Encoder
 from model import MaskedLMHead
 from model.encoder import DisentangledEmbeddings
 from util.errors import UserError

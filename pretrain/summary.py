@@ -10,7 +10,6 @@ the commands to try next with this run's folder and name filled in.
 """
 
 import dataclasses
-import json
 import os
 import shlex
 import sys
@@ -21,7 +20,7 @@ from util.config import check_data_dir
 from util.config import parse_config
 from util.errors import main_guard
 from util.errors import UserError
-from util.text_files import read_text
+from util.text_files import read_json
 
 RESULTS = "eval_results.json"  # pretrain/trainer.py writes it
 
@@ -54,10 +53,7 @@ def read_results(path):
   if not storage.exists(path):
     raise UserError(f"no eval results at {path}: run run_pretraining.py "
                     "with --do-eval first")
-  try:
-    results = json.loads(read_text(path))
-  except ValueError as e:
-    raise UserError(f"{path} is not valid JSON: {e}") from None
+  results = read_json(path)
   if not isinstance(results, dict):
     raise UserError(f"{path} is not a JSON object")
   return results

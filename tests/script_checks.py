@@ -69,14 +69,21 @@ def refused(main, argv, match, capsys, roots):
   return out, errors[0]
 
 
-def expect_error(capsys, argv, match):
-  """run_finetuning.main ends in exactly one `error:` line, exit 2."""
-  with pytest.raises(SystemExit) as exit_info:
-    run_finetuning.main(argv)
-  assert exit_info.value.code == 2
+def error_line(main, argv, capsys):
+  """A script's main(argv) ends in exactly one `error:` line, exit 2: the
+  line."""
+  with pytest.raises(SystemExit) as info:
+    main(argv)
+  assert info.value.code == 2
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and err[0].startswith("error: "), err
-  assert match in err[0], err[0]
+  return err[0]
+
+
+def expect_error(capsys, argv, match):
+  """run_finetuning.py's one error line holds `match`."""
+  line = error_line(run_finetuning.main, argv, capsys)
+  assert match in line, line
 
 
 def _python(script, *args, cwd, isolated=False):

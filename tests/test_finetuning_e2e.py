@@ -19,6 +19,7 @@ from tests.finetuning_data import QUICK
 from tests.pretraining_runs import MICRO
 from tests.pretraining_runs import ROOT
 from tests.pretraining_runs import hparams
+from tests.script_checks import error_line
 
 
 def finetune(data_dir, tasks, capsys, **extra):
@@ -104,11 +105,8 @@ def test_encoder_starts_from_the_discriminator(pretrained):
 
 
 def expect_error(capsys, argv, match):
-  with pytest.raises(SystemExit) as info:
-    run_finetuning.main(argv)
-  assert info.value.code == 2
-  err = capsys.readouterr().err.strip().splitlines()
-  assert len(err) == 1 and re.search(match, err[0]), err
+  line = error_line(run_finetuning.main, argv, capsys)
+  assert re.search(match, line), line
 
 
 def test_user_errors_are_one_clear_line(pretrained, capsys, tmp_path):

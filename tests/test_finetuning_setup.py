@@ -134,7 +134,7 @@ def test_accepted_layouts(tmp_path, task, files, dev):
   config = FinetuningConfig(task_names=task, raw_data_dir=str(tmp_path))
   data_layout.check_files(config)  # no error: every file is there
   stem = data_layout.split_files(task, "dev")[0]  # MNLI: dev_matched
-  assert data_layout.path(str(tmp_path), task, stem) == str(tmp_path / dev)
+  assert data_layout.require(str(tmp_path), task, stem) == str(tmp_path / dev)
 
 
 @pytest.mark.parametrize("task, files, message", [

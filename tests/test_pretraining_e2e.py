@@ -20,6 +20,7 @@ from tests.pretraining_runs import hparams
 from tests.pretraining_runs import losses_from
 from tests.pretraining_runs import run_cli
 from tests.pretraining_runs import variables
+from tests.script_checks import error_line
 
 
 def run_and_kill(argv, model_dir):
@@ -97,12 +98,8 @@ def test_eval_reports_the_original_metrics(data_dir, capsys):
 
 
 def expect_user_error(capsys, argv, match):
-  with pytest.raises(SystemExit) as info:
-    run_pretraining.main(argv)
-  assert info.value.code == 2
-  err = capsys.readouterr().err.strip().splitlines()
-  assert len(err) == 1 and err[0].startswith("error: "), err
-  assert re.search(match, err[0]), err[0]
+  line = error_line(run_pretraining.main, argv, capsys)
+  assert re.search(match, line), line
 
 
 def test_config_data_mismatches_are_clear_errors(data_dir, capsys):

@@ -20,6 +20,7 @@ from scoring import blimp
 from scoring import nbest
 from scoring.pll import Scorer
 from scoring.pll import appendix_g_log_p
+from tests.script_checks import error_line
 from tests.tiny_runs import CLS
 from tests.tiny_runs import EXCLUDED
 from tests.tiny_runs import MASK
@@ -432,11 +433,8 @@ def vocab_tokenizer(data_dir):
 
 
 def expect_error(capsys, argv, match):
-  with pytest.raises(SystemExit) as info:
-    run_scoring.main(argv)
-  assert info.value.code == 2
-  err = capsys.readouterr().err.strip().splitlines()
-  assert len(err) == 1 and re.search(match, err[0]), err
+  line = error_line(run_scoring.main, argv, capsys)
+  assert re.search(match, line), line
 
 
 def test_cli_errors_are_one_line(runs, tmp_path, capsys):

@@ -14,6 +14,7 @@ import tensorflow as tf
 import run_finetuning
 import run_pretraining
 from tests.pretraining_runs import hparams
+from tests.script_checks import error_line
 from tests.shared_data import SHARED
 from tests.tf1_reference import Tf1Sizes
 from tests.tf1_reference import numpy_discriminator_logits
@@ -121,15 +122,6 @@ def full(data_dir, tmp_path_factory):
                                 np.random.default_rng(1))
   shutil.copy(os.path.join(data_dir, "vocab.txt"), folder / "vocab.txt")
   return str(folder / "model.ckpt-100"), values
-
-
-def expect_user_error(main, argv, capsys):
-  with pytest.raises(SystemExit) as info:
-    main(argv)
-  assert info.value.code == 2
-  err = capsys.readouterr().err.strip().splitlines()
-  assert len(err) == 1 and err[0].startswith("error: "), err
-  return err[0]
 
 
 # ------------------------------------------------------------ unit tests
@@ -283,7 +275,7 @@ def test_pretraining_continues_from_a_full_size_generator(data_dir, full,
 def test_pretraining_with_other_hparams_names_the_shapes(data_dir, full,
                                                          capsys):
   arch = dict(FULL_ARCH, generator_hidden_size=0.25)
-  line = expect_user_error(run_pretraining.main, [
+  line = error_line(run_pretraining.main, [
       "--data-dir", data_dir, "--model-name", "tf1_mismatch",
       "--init-checkpoint", full[0], "--hparams",
       hparams(num_train_steps=1, **arch)], capsys)
@@ -298,7 +290,7 @@ def test_pretraining_on_another_vocabulary_is_one_error(data_dir, small,
       "intermediate_size": 256, "embedding_size": 64,
       "max_position_embeddings": 128, "hidden_act": "gelu"},
           "generator_hidden_size": 0.5}
-  line = expect_user_error(run_pretraining.main, [
+  line = error_line(run_pretraining.main, [
       "--data-dir", data_dir, "--model-name", "tf1_vocab",
       "--init-checkpoint", small[0], "--hparams",
       hparams(num_train_steps=1, **arch)], capsys)
@@ -356,7 +348,7 @@ def test_finetuning_with_a_wrong_vocab_is_one_error(rte_dir, full, tmp_path,
       shutil.copy(os.path.join(os.path.dirname(prefix), f), folder / f)
   with open(os.path.join(rte_dir, "vocab.txt")) as f:
     (folder / "vocab.txt").write_text("".join(f.readlines()[:1000]))
-  line = expect_user_error(run_finetuning.main, [
+  line = error_line(run_finetuning.main, [
       "--data-dir", rte_dir, "--model-name", "ft_bad_vocab",
       "--init-checkpoint", str(folder / "model.ckpt-100"),
       "--task-names", "rte", "--hparams", json.dumps(TINY_RTE)], capsys)

@@ -76,7 +76,7 @@ class GLUETask(Task):
   # ------------------------------------------------------------ examples
   def _path(self, split):
     """RAW_DATA_DIR/<task>/<split>.tsv, or GLUE's own folder name there."""
-    return data_layout.path(self.config.raw_data_dir, self.name, split)
+    return data_layout.require(self.config.raw_data_dir, self.name, split)
 
   def get_examples(self, split):
     """split: "train", "dev" (every dev split) or "test"."""
@@ -94,8 +94,6 @@ class GLUETask(Task):
   def _read(self, split, columns, path=None):
     if path is None:
       path = self._path(split)
-      if not storage.exists(path):
-        raise data_layout.missing(self.config.raw_data_dir, self.name, split)
     elif not storage.exists(path):
       raise UserError(f"{self.name}: {path} not found")
     # Tab-split lines, no quoting (as BERT's csv reader with quotechar

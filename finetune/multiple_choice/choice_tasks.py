@@ -189,10 +189,7 @@ class RACE(MultipleChoiceTask):
 
   def split_dir(self, split):
     """race/<split>/ (or RACE/ as the release unpacks; data_layout.py)."""
-    path = data_layout.find(self.config.raw_data_dir, self.name, split)
-    if path is None:
-      raise data_layout.missing(self.config.raw_data_dir, self.name, split)
-    return path
+    return data_layout.require(self.config.raw_data_dir, self.name, split)
 
   def get_examples(self, split):
     if split not in SPLITS:
@@ -320,10 +317,7 @@ class ChoiceRecords(MultipleChoiceTask):
 
   def path(self, split):
     """<task>/<split>.jsonl or .csv, dev also as val (data_layout.py)."""
-    path = data_layout.find(self.config.raw_data_dir, self.name, split)
-    if path is None:
-      raise data_layout.missing(self.config.raw_data_dir, self.name, split)
-    return path
+    return data_layout.require(self.config.raw_data_dir, self.name, split)
 
   def get_examples(self, split):
     if split not in SPLITS:

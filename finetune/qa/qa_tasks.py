@@ -14,7 +14,6 @@ from finetune import task
 from finetune.qa import qa_data
 from finetune.qa import qa_head
 from finetune.qa import qa_scorer
-from util import storage
 from util.errors import UserError
 
 
@@ -33,13 +32,11 @@ class QATask(task.Task):
 
   def data_path(self, split):
     """RAW_DATA_DIR/<task>/<split>.json, or SQuAD's own file name there."""
-    return data_layout.path(self.config.raw_data_dir, self.name, split)
+    return data_layout.require(self.config.raw_data_dir, self.name, split)
 
   def get_examples(self, split):
     if split not in self._examples:
       path = self.data_path(split)
-      if not storage.exists(path):
-        raise data_layout.missing(self.config.raw_data_dir, self.name, split)
       limit = (self.config.train_examples_limit if split == "train" else
                self.config.eval_examples_limit)
       self._examples[split] = self._read_examples(

@@ -180,7 +180,7 @@ class TaggingTask(Task):
   def path(self, split):
     """RAW_DATA_DIR/<task>/<split>.txt; chunking's dev, without dev.txt,
     is CoNLL-2000's test.txt (finetune/data_layout.py), said once."""
-    path = data_layout.path(self.config.raw_data_dir, self.name, split)
+    path = data_layout.require(self.config.raw_data_dir, self.name, split)
     if split == "dev" and data_layout.dev_is_test(path) and not self._said:
       self._said = True
       print(f"{self.name}: no dev.txt in {os.path.dirname(path)}: its "
@@ -211,17 +211,12 @@ class TaggingTask(Task):
     return "" if tag in known else (
         f"{self.kind} tag '{tag[:40]}' is not in the training data's tag set")
 
-  def _read(self, path, split):
-    if not storage.exists(path):
-      raise data_layout.missing(self.config.raw_data_dir, self.name, split)
-    return self.read(path)
-
   def get_examples(self, split):
     if split not in SPLITS:
       raise UserError(f"{self.name}: unknown split '{split}' (choose from "
                       f"{', '.join(SPLITS)})")
     path = self.path(split)
-    sentences = self._read(path, split)
+    sentences = self.read(path)
     if split == "train" and self._labels is None:
       self._labels = self._load_or_build_labels(sentences)
     self._check_known(path, sentences, split)
@@ -265,7 +260,7 @@ class TaggingTask(Task):
         raise UserError(f"{saved} is empty; delete it to rebuild the tag set")
       return labels
     if train_sentences is None:
-      train_sentences = self._read(self.path("train"), "train")
+      train_sentences = self.read(self.path("train"))
     labels = self.tag_set(train_sentences)
     if saved:
       storage.makedirs(self.config.output_dir)
