@@ -39,8 +39,8 @@ class _MainMLM:
   def networks(self):
     # The main network in the discriminator's role; its masked LM head has
     # no transformers class beside a discriminator.
-    return dict(super().networks(), **{DISCRIMINATOR: (self.discriminator,
-                                                       None)})
+    return {DISCRIMINATOR: (self.discriminator, None),
+            **self.generator_networks()}
 
 
 class ReplaceMLMModel(_MainMLM, ElectraModel):

@@ -185,12 +185,15 @@ class ElectraModel(PretrainingModel):
         model_config, name="discriminator_predictions")
 
   def networks(self):
-    found = {DISCRIMINATOR: (self.discriminator,
-                             self.discriminator_predictions)}
+    return {DISCRIMINATOR: (self.discriminator,
+                            self.discriminator_predictions),
+            **self.generator_networks()}
+
+  def generator_networks(self):
     # A masked-LM generator; not a two-tower, uniform or unigram one.
     if isinstance(self.generator, MaskedLMGenerator):
-      found[GENERATOR] = (self.generator.encoder, self.generator.predictions)
-    return found
+      return {GENERATOR: (self.generator.encoder, self.generator.predictions)}
+    return {}
 
   @property
   def has_generator_network(self):
