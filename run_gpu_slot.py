@@ -105,6 +105,9 @@ def parse_args(argv):
                  help="finetune/arrays.py folder (default DATA/finetune "
                  "when it exists)")
   p.add_argument("--finetune-seeds", type=int, default=3)
+  p.add_argument("--finetune-first-seed", type=int, default=1,
+                 help="start at this fine-tuning seed (1-based): a later "
+                 "call goes on where an earlier one stopped")
   p.add_argument("--finetune-chunk", type=int, default=50,
                  help="fine-tuning steps per jitted call")
   p.add_argument("--pretrained", action="append", default=[],
@@ -502,7 +505,7 @@ def finetune_phase(args, clock, result, write, models):
   outputs = {}
   deadline = clock.start + args.time_limit - 10
   per_trial = {}
-  for seed_index in range(args.finetune_seeds):
+  for seed_index in range(args.finetune_first_seed - 1, args.finetune_seeds):
     seed = config.seed + seed_index
     for name in models:
       key = repr(dataclasses.asdict(shapes[name]))
