@@ -46,7 +46,6 @@ from util.errors import main_guard  # noqa: E402
 
 NAMES = {"electra": "ELECTRA", "mlm": "BERT"}  # objective -> paper name
 RESULTS = "slot.json"
-FINETUNE_OUTPUTS = "finetune_outputs.npz"
 MAX_FILES, MAX_FILE_BYTES = 8, 16 * 2 ** 20  # what comes back from $OUT
 FLOPS_TARGET = 3e16  # per objective (issue 39)
 SPEEDUP_TARGET = 1.5  # JAX ELECTRA step vs transformers' PyTorch one
@@ -260,7 +259,7 @@ def main(argv=None):
   args = parse_args(argv)
   clock = Clock(args.started_at or None)
   os.makedirs(args.out, exist_ok=True)
-  result = {"command": sys.argv}
+  result = {"command": sys.argv, "size": args.size}
 
   def write():
     result["tensorflow_imported"] = "tensorflow" in sys.modules
@@ -453,7 +452,7 @@ def report_out(args, clock):
 def finetune_phase(args, clock, result, write, models):
   """Each of `models` ({name: npz folder}) fine-tuned on each task of the
   fine-tuning arrays, --finetune-seeds seeds, seed-major while time is
-  left; dev outputs to $OUT/FINETUNE_OUTPUTS, figures to slot.json."""
+  left; dev outputs to $OUT/finetune_outputs.npz, figures to slot.json."""
   import dataclasses
   import jax
   import numpy as np
@@ -527,7 +526,7 @@ def finetune_phase(args, clock, result, write, models):
                   f"steps in {summary['train_s']:.1f} s, loss "
                   f"{summary['final_loss']:.4f}, dev loss "
                   f"{summary['dev_loss']:.4f}")
-    np.savez_compressed(os.path.join(args.out, FINETUNE_OUTPUTS), **outputs)
+    np.savez_compressed(os.path.join(args.out, ft_arrays.OUTPUTS), **outputs)
     write()
   result["finetune_config"] = dataclasses.asdict(config)
   write()

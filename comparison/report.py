@@ -77,7 +77,7 @@ def summarize(tasks, scores):
   return out
 
 
-def _mean_eval(evals):
+def mean_eval(evals):
   """Each eval metric's mean over the pretraining seeds that have it."""
   keys = sorted({k for e in evals for k, v in e.items()
                  if isinstance(v, (int, float))})
@@ -91,7 +91,7 @@ def _checkpoint_results(config, runs, step, runner):
   evals = {r.name: runner.result(f"eval-{r.name}-{step}") for r in runs}
   evals = {k: v for k, v in evals.items() if v}
   if evals:
-    out["eval"] = _mean_eval(list(evals.values()))
+    out["eval"] = mean_eval(list(evals.values()))
     out["eval_runs"] = evals
   out.update(summarize(config.task_names,
                        _scores(config, runs, step, runner)))
@@ -265,17 +265,26 @@ def plot(results, path_glue, path_curves):
   # One colour per objective in every panel, whichever have points yet.
   colors = {name: f"C{i}" for i, name in enumerate(results["objectives"])}
   fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=100)
-  for name, o in results["objectives"].items():
-    points = [c for c in o["checkpoints"] if "glue_score" in c]
+  scored = {name: [c for c in o["checkpoints"] if "glue_score" in c]
+            for name, o in results["objectives"].items()}
+  # Final models only (equal FLOPs): one column per objective.
+  by_name = all(len(points) <= 1 for points in scored.values())
+  for i, (name, points) in enumerate(scored.items()):
     if not points:
       continue
-    x = [c["flops"] for c in points]
+    x = [i] * len(points) if by_name else [c["flops"] for c in points]
     y = [c["glue_score"] for c in points]
     low = [c["glue_score"] - min(c["glue_seeds"]) for c in points]
     high = [max(c["glue_seeds"]) - c["glue_score"] for c in points]
     ax.errorbar(x, y, yerr=[low, high], marker="o", capsize=3, label=name,
                 color=colors[name])
-  ax.set_xlabel("pretraining FLOPs")
+  if by_name:
+    ax.set_xticks(range(len(scored)), list(scored), rotation=20, fontsize=8)
+    if "glue_score" in (results.get("baseline") or {}):
+      ax.axhline(results["baseline"]["glue_score"], color="grey", ls="--",
+                 label="no text (majority class)")
+  else:
+    ax.set_xlabel("pretraining FLOPs")
   ax.set_ylabel("GLUE dev score (median of seeds)")
   ax.set_title(f"{results['model_size']} models, equal FLOPs", fontsize=10)
   ax.grid(alpha=0.3)

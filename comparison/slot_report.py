@@ -30,9 +30,9 @@ PAPER_TABLE_1 = {"BERT-Small": (1.4e18, 75.1), "ELECTRA-Small": (1.4e18, 79.9),
                  "ELECTRA-Small 6.25%": (8.9e16, 74.1)}
 
 
-def _read(files_at):
-  slot_path = os.path.join(files_at, "slot.json")
-  outputs_path = os.path.join(files_at, "finetune_outputs.npz")
+def _read(files_at, slot_name):
+  slot_path = os.path.join(files_at, slot_name)
+  outputs_path = os.path.join(files_at, ft_arrays.OUTPUTS)
   for path in (slot_path, outputs_path):
     if not storage.exists(path):
       raise UserError(f"{path} not found: is {files_at} a slot's returned "
@@ -80,16 +80,55 @@ def score_outputs(meta, outputs, raw_data_dir, vocab_file):
   return config, scores, tasks
 
 
+def complete_seeds(scores, tasks):
+  """{model: {seed: ...}} cut to the fine-tuning seeds every model finished
+  on every task (a slot's time limit may stop a seed part way: its few
+  trials would make the medians of unequal samples), and how many trials
+  that leaves out."""
+  done = [{seed for seed, by_task in by_seed.items()
+           if all(t in by_task for t in tasks)} for by_seed in scores.values()]
+  kept = set.intersection(*done) if done else set()
+  left_out = sum(len(by_task) for by_seed in scores.values()
+                 for seed, by_task in by_seed.items() if seed not in kept)
+  return {m: {s: v for s, v in by_seed.items() if s in kept}
+          for m, by_seed in scores.items()}, left_out
+
+
+def _checkpoints(runs, summary):
+  """comparison/report.py's checkpoints of one objective: the held-out eval
+  at each mark (the mean over its pretraining seeds), the final one with
+  its fine-tuning summary."""
+  marks = {}
+  for run in runs:
+    for point in run.get("curve", []):
+      marks.setdefault(point["flops"], []).append(point)
+  points = [{"flops": flops, "eval": report.mean_eval(
+      [{k: v for k, v in p.items() if k != "flops"} for p in evals])}
+            for flops, evals in sorted(marks.items())]
+  if points:
+    points[-1].update(summary)
+  return points
+
+
+def _size(record):
+  if record.get("size"):
+    return record["size"]
+  command = record.get("command") or []  # records from before "size"
+  return (command[command.index("--size") + 1] if "--size" in command
+          else "small")
+
+
 def collect(files_at, finetune_meta, raw_data_dir="", vocab_file="",
-            pretrain_record=None):
+            pretrain_record=None, slot_name="slot.json"):
   """results.json's dict; `pretrain_record`: the slot.json of the run that
   pretrained the weights, when another run (--pretrained) fine-tuned
-  them."""
-  slot, outputs = _read(files_at)
+  them; `slot_name`: the fine-tuning run's record in `files_at`."""
+  slot, outputs = _read(files_at, slot_name)
   pretrain_record = pretrain_record or slot
   config, scores, task_objects = score_outputs(finetune_meta, outputs,
                                                raw_data_dir, vocab_file)
   tasks = list(finetune_meta["tasks"])
+  scores, left_out = complete_seeds(scores, tasks)
   seeds = sorted({s for by_seed in scores.values() for s in by_seed})
   pretrained = {e["folder"]: e for e in pretrain_record.get("objectives",
                                                            [])}
@@ -99,7 +138,9 @@ def collect(files_at, finetune_meta, raw_data_dir="", vocab_file="",
              f"scored on {cpu_kind()}",
              "budget_flops": max((e.get("train_flops", 0)
                                   for e in pretrained.values()), default=0),
+             "model_size": _size(pretrain_record),
              "tasks": tasks, "seeds": len(seeds),
+             "finetune_trials_left_out": left_out,
              "finetune_hparams": {k: finetune_meta["config"][k] for k in (
                  "learning_rate", "layerwise_lr_decay", "train_batch_size",
                  "train_examples_limit", "max_seq_length")},
@@ -120,12 +161,14 @@ def collect(files_at, finetune_meta, raw_data_dir="", vocab_file="",
     summary = report.summarize(tasks, {
         (folder, seed): s for folder in folders
         for seed, s in scores[folder].items()})
+    runs = [pretrained.get(f, {}) for f in folders]
     results["objectives"][name] = dict(
         summary, steps=first.get("steps", "-"),
         flops=first.get("train_flops"), matmul_flops=first.get("model_flops"),
         pretrain_seeds=len(folders), runs=folders,
-        eval=[pretrained.get(f, {}).get("eval", {}) for f in folders],
-        curves=[pretrained.get(f, {}).get("curve", []) for f in folders],
+        eval=[r.get("eval", {}) for r in runs],
+        curves=[r.get("curve", []) for r in runs],
+        checkpoints=_checkpoints(runs, summary),
         mfu=first.get("train_mfu"))
   results["versus_baseline"] = report.versus_baseline(results["objectives"])
   results["baseline"] = report.baseline_row(tasks, {
@@ -142,4 +185,8 @@ def markdown(results):
            "mean over eight tasks, so only the ordering compares): " +
            "; ".join(f"{k} {v[1]} at {v[0]:.1e} FLOPs"
                      for k, v in PAPER_TABLE_1.items()) + "."]
+  if results.get("finetune_trials_left_out"):
+    lines += ["", f"Left out: {results['finetune_trials_left_out']} "
+              "fine-tuning trials of seeds that not every model finished on "
+              "every task before the slot's time limit."]
   return text + "\n".join(lines) + "\n"

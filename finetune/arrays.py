@@ -33,6 +33,7 @@ from util.errors import UserError
 
 META = "finetune.json"
 DATA = "finetune.npz"
+OUTPUTS = "finetune_outputs.npz"  # a slot's dev outputs (run_gpu_slot.py)
 FORMAT = "electra-finetuning-arrays"
 PACKED = ("input_ids", "input_mask", "segment_ids")
 

@@ -199,6 +199,31 @@ def test_collect_scores_with_each_tasks_metric(slot_run, tmp_path):
     table = f.read()
   assert "| electra |" in table and "baseline (no text)" in table
   assert "ELECTRA Table 1" in table
+  # The final checkpoint carries the GLUE summary the plot draws.
+  final = results["objectives"]["electra"]["checkpoints"][-1]
+  assert final["glue_score"] == results["objectives"]["electra"]["glue_score"]
+  assert "disc_auc" in final["eval"]
+  # The folder it wrote holds what it needs to score everything again.
+  assert collect_gpu_slot.main([target, "--output-dir", target]) == 0
+  with open(os.path.join(target, "results.json")) as f:
+    assert json.load(f) == results
+  for name in ("glue_vs_flops.png", "pretrain_curves.png",
+               "finetune_outputs.npz", "slot.json", "finetune.json"):
+    assert os.path.getsize(os.path.join(target, name)) > 0
+
+
+def test_only_seeds_every_model_finished_are_compared():
+  from comparison import slot_report  # pylint: disable=g-import-not-at-top
+  full = {"rte": 50.0, "sts": 60.0}
+  scores = {"a": {1: full, 2: full, 3: full}, "b": {1: full, 2: full,
+                                                    3: {"rte": 55.0}}}
+  kept, left_out = slot_report.complete_seeds(scores, ["rte", "sts"])
+  assert kept == {"a": {1: full, 2: full}, "b": {1: full, 2: full}}
+  assert left_out == 3  # a's seed 3 (two trials) and b's one
+  table = slot_report.markdown({
+      "tasks": ["rte"], "objectives": {}, "seeds": 2, "budget_flops": 1e12,
+      "machine": "m", "finetune_trials_left_out": 3})
+  assert "Left out: 3 fine-tuning trials" in table
 
 
 def test_a_plan_of_objectives_and_seeds_at_a_fixed_budget():
