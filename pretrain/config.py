@@ -71,6 +71,9 @@ class PretrainingConfig:
   # replace_mlm, all_tokens_mlm). The original release's spellings are
   # accepted in hparams and mapped once (ORIGINAL_SPELLINGS, below).
   objective: str = "electra"
+  # The objective's own hparams, if its class declares any (its HPARAMS
+  # dataclass); defaults filled in once resolved, an unknown key named.
+  objective_hparams: dict = dataclasses.field(default_factory=dict)
   gen_weight: float = 1.0  # generator (MLM) loss weight
   disc_weight: float = 50.0  # discriminator loss weight; SCRIPT's alpha
   mask_prob: float = 0.15

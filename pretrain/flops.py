@@ -60,6 +60,7 @@ from pretrain import load_objectives
 objectives = load_objectives()
 ALL = objectives.base.ALL
 GENERATOR, MAIN = objectives.base.GENERATOR, objectives.base.MAIN
+HeadCost = objectives.base.HeadCost
 
 PAPER_TRAIN_FACTOR = 2  # forward + backward, backward = forward (appendix E)
 MATMUL_TRAIN_FACTOR = 3  # forward + 2 backward matmuls per forward matmul
@@ -155,6 +156,27 @@ def _baseline_head_flops_per_token(model_config):
   return 2 * model_config.hidden_size + 1
 
 
+# The shared heads' costs (an objective's own head brings its HeadCost);
+# matmuls: a two-tower head's dense reads both towers' states, concatenated.
+HEAD_COSTS = {
+    "mlm_head": HeadCost(_mlm_head_flops_per_token, lambda m: 2 * (
+        m.embedding_size * (m.hidden_size + m.vocab_size))),
+    "two_tower_head": HeadCost(
+        lambda m: _mlm_head_flops_per_token(m, 2),
+        lambda m: 2 * m.embedding_size * (2 * m.hidden_size + m.vocab_size)),
+    "disc_head": HeadCost(_disc_head_flops_per_token,
+                          lambda m: 2 * m.hidden_size * (m.hidden_size + 1)),
+    "copy_head": HeadCost(_copy_head_flops_per_token,
+                          lambda m: 2 * m.hidden_size),
+    "baseline_head": HeadCost(_baseline_head_flops_per_token,
+                              lambda m: 2 * m.hidden_size)}
+
+
+def head_cost(kind):
+  """A Part's HeadCost: its own, or a shared head's by name."""
+  return kind if isinstance(kind, HeadCost) else HEAD_COSTS[kind]
+
+
 def discriminator_forward_flops(config, seq_len):
   """ELECTRA's discriminator: encoder + replaced-token head on every token."""
   return (encoder_forward_flops(config, seq_len) +
@@ -194,17 +216,11 @@ def train_flops_per_step(config_or_model_configs, seq_len=None, batch_size=None,
   run = _describe(config_or_model_configs, seq_len, batch_size)
   if masked_fraction is None:
     masked_fraction = run.mask_prob
-  per_token = {"mlm_head": _mlm_head_flops_per_token,
-               "two_tower_head": lambda m: _mlm_head_flops_per_token(m, 2),
-               "disc_head": _disc_head_flops_per_token,
-               "copy_head": _copy_head_flops_per_token,
-               "baseline_head": _baseline_head_flops_per_token}
-
   def price(part):
     if part.kind == "encoder":
       return encoder_forward_flops(part.config, run.seq_len)
     tokens = run.seq_len * (1 if part.where == ALL else masked_fraction)
-    return tokens * per_token[part.kind](part.config)
+    return tokens * head_cost(part.kind).paper(part.config)
 
   return run.batch_size * _step_flops(run, price, factor, stage)
 
@@ -247,20 +263,11 @@ def model_flops_per_step(config_or_model_configs, seq_len=None, batch_size=None,
     if run.max_predictions is None:
       raise ValueError("max_predictions is needed with configs")
     max_predictions = run.max_predictions
-  per_token = {  # matmuls of one position; the towers' states concatenated
-      "mlm_head": lambda m: 2 * m.embedding_size * (
-          m.hidden_size + m.vocab_size),
-      "two_tower_head": lambda m: 2 * m.embedding_size * (
-          2 * m.hidden_size + m.vocab_size),
-      "disc_head": lambda m: 2 * m.hidden_size * (m.hidden_size + 1),
-      "copy_head": lambda m: 2 * m.hidden_size,
-      "baseline_head": lambda m: 2 * m.hidden_size}
-
   def price(part):
     if part.kind == "encoder":
       return encoder_matmul_flops(part.config, run.seq_len)
     tokens = run.seq_len if part.where == ALL else max_predictions
-    return tokens * per_token[part.kind](part.config)
+    return tokens * head_cost(part.kind).matmul(part.config)
 
   return run.batch_size * _step_flops(run, price, factor, stage)
 

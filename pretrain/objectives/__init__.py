@@ -18,6 +18,7 @@ its presets in configs/. Every module of this package is imported below, so
 the registry knows them all.
 """
 
+import dataclasses
 import importlib
 import pkgutil
 
@@ -30,7 +31,9 @@ from pretrain.objectives.electra import ElectraModel  # noqa: F401
 from pretrain.objectives.electric import ElectricModel  # noqa: F401
 from pretrain.objectives.mlm import MaskedLMModel  # noqa: F401
 from pretrain.objectives.script import ScriptModel  # noqa: F401
+from util.config import apply_overrides
 from util.config import check_choice
+from util.config import check_numbers
 from util.errors import UserError
 
 for _module in pkgutil.iter_modules(__path__):  # a new file registers itself
@@ -50,8 +53,26 @@ def objective_class(name):
 def configure(config):
   """Fills the objective's derived defaults (PretrainingConfig.resolve)."""
   cls = objective_class(config.objective)
+  config.objective_hparams = resolve_own_hparams(cls, config)
   cls.configure(config)
   config.mask_scheme = config.mask_scheme or cls.MASK_SCHEME
+
+
+def resolve_own_hparams(cls, config):
+  """config.objective_hparams checked against the objective's HPARAMS
+  dataclass (an unknown key or a value out of its RANGES named), with its
+  defaults filled in, as a dict."""
+  given = config.objective_hparams or {}
+  if cls.HPARAMS is None:
+    if given:
+      raise UserError(f"objective {config.objective} has no hparams of its "
+                      f"own; objective_hparams must be empty, got "
+                      f"{sorted(given)}")
+    return {}
+  source = f"objective_hparams of {config.objective}"
+  section = apply_overrides(cls.HPARAMS(), given, source)
+  check_numbers(section, source)
+  return dataclasses.asdict(section)
 
 
 def check_config(config):

@@ -19,11 +19,16 @@ from util.errors import UserError
 REGISTRY = {}  # objective name -> PretrainingModel subclass
 
 # A network or head one step runs forward, for pretrain/flops pricing: kind is
-# encoder, mlm_head, two_tower_head, disc_head, copy_head or baseline_head;
-# config the TransformerConfig with its sizes (a two-tower head: one tower's);
-# where ALL tokens or the MASKED ones; network GENERATOR or MAIN (two-stage
-# training trains them apart).
+# encoder, mlm_head, two_tower_head, disc_head, copy_head or baseline_head
+# (pretrain/flops.py prices them), or a HeadCost an objective's own head
+# brings; config the TransformerConfig with its sizes (a two-tower head: one
+# tower's); where ALL tokens or the MASKED ones; network GENERATOR or MAIN
+# (two-stage training trains them apart).
 Part = collections.namedtuple("Part", "kind config where network")
+# A head's forward FLOPs at one position, as functions of its
+# TransformerConfig: `paper` by ELECTRA appendix E's count (every op), and
+# `matmul`, the matrix multiplies alone (the MFU convention).
+HeadCost = collections.namedtuple("HeadCost", "paper matmul")
 ALL, MASKED = "all", "masked"
 MAIN = "main"
 
@@ -45,6 +50,10 @@ class PretrainingModel(keras.Model):
   TRAINING_ALGORITHMS = ("joint",)  # the training_algorithm values it has
   # Its main network (interop/weights.py role): fine-tuning starts there.
   MAIN_NETWORK = "discriminator"
+  # A dataclass of the hparams this objective alone has (with RANGES, as
+  # PretrainingConfig's): set by config.objective_hparams, read as
+  # self.own_hparams. None: it has none.
+  HPARAMS = None
 
   def __init_subclass__(cls, **kwargs):
     super().__init_subclass__(**kwargs)
@@ -54,6 +63,11 @@ class PretrainingModel(keras.Model):
   def __init__(self, config, **kwargs):
     super().__init__(**kwargs)
     self.config = config
+
+  @property
+  def own_hparams(self):
+    """This objective's HPARAMS, as config.objective_hparams sets them."""
+    return self.HPARAMS(**self.config.objective_hparams)
 
   # ------------------------------------------- before a model exists
   @classmethod
