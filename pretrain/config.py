@@ -20,7 +20,6 @@ from util.config import parse_config
 from util.errors import UserError
 
 WEIGHT_SHARING = ("embeddings", "none", "all", "gdes")
-TRAINING_ALGORITHMS = ("joint", "two_stage", "adversarial")
 MASK_SCHEMES = ("electra", "bert")
 OPTIMIZERS = ("adamw", "lamb")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
@@ -90,7 +89,8 @@ class PretrainingConfig:
   # embeddings = stop_gradient(shared) + a zero-initialised delta).
   weight_sharing: str = ""
   # joint (default), two_stage (generator, then discriminator initialised
-  # from it) or adversarial (generator by REINFORCE; ELECTRA appendix F).
+  # from it) or adversarial (generator by REINFORCE; ELECTRA appendix F):
+  # pretrain/objectives/algorithms.py.
   training_algorithm: str = "joint"
   two_stage_generator_steps: int = 0  # stage one's steps; 0 = half the run
 
@@ -247,8 +247,7 @@ class PretrainingConfig:
     choices = (("mask_scheme", MASK_SCHEMES),
                ("optimizer", OPTIMIZERS), ("mixed_precision", PRECISIONS),
                ("strategy", STRATEGIES), ("input_sharding", INPUT_SHARDING),
-               ("weight_sharing", WEIGHT_SHARING),
-               ("training_algorithm", TRAINING_ALGORITHMS))
+               ("weight_sharing", WEIGHT_SHARING))
     for name, allowed in choices:
       check_choice(f"hparam '{name}'", getattr(self, name), allowed)
     # The model's shape too (model_hparam_overrides' keys and values).

@@ -822,7 +822,7 @@ def test_two_stage_training():
   disc_only = ids_of(disc_vars) - ids_of(gen_vars)
   gen_only = ids_of(gen_vars) - ids_of(disc_vars)
   assert disc_only and gen_only
-  assert model.stage == 1
+  assert model.algorithm.stage == 1
   stage_one = ids_of(model.variables_to_train())
   # Nothing is shared: the generator stays wholly frozen in stage two.
   assert not stage_one & ids_of(disc_vars)
@@ -847,8 +847,8 @@ def test_two_stage_training():
   gen_enc = model.generator.encoder
   assert not all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in
                  zip(gen_enc.weights, model.discriminator.weights))
-  model.start_stage_two()
-  assert model.stage == 2
+  model.algorithm.start_stage_two(model)
+  assert model.algorithm.stage == 2
   for a, b in zip(gen_enc.weights, model.discriminator.weights):
     assert a.path.split("/")[-2:] == b.path.split("/")[-2:]
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -9,8 +9,9 @@
 | All-Tokens MLM   | objective=all_tokens_mlm         | ELECTRA section 3.5        | ablations.py   |
 | Electric         | objective=electric               | Electric sections 2.1-2.5  | electric.py    |
 | SCRIPT           | objective=script                 | SCRIPT section 2           | script.py      |
-Generators (masked LM, two-tower, uniform, unigram) are in generators.py;
-weight sharing and training algorithms are ElectraModel options.
+Generators (masked LM, two-tower, uniform, unigram) are in generators.py,
+the training algorithms (joint, two-stage, adversarial) in algorithms.py;
+weight sharing is an ElectraModel option.
 
 A new objective is one new file here: a PretrainingModel subclass whose
 NAMES register it (base.py lists the hooks the rest of the code calls), and
@@ -25,6 +26,7 @@ import pkgutil
 from model.config import get_model_config
 from pretrain.objectives.ablations import AllTokensMLMModel  # noqa: F401
 from pretrain.objectives.ablations import ReplaceMLMModel  # noqa: F401
+from pretrain.objectives.algorithms import ALGORITHMS
 from pretrain.objectives.base import REGISTRY
 from pretrain.objectives.base import PretrainingModel  # noqa: F401
 from pretrain.objectives.electra import ElectraModel  # noqa: F401
@@ -78,6 +80,8 @@ def resolve_own_hparams(cls, config):
 def check_config(config):
   """The objective's checks (PretrainingConfig.validate)."""
   cls = objective_class(config.objective)
+  check_choice("hparam 'training_algorithm'", config.training_algorithm,
+               ALGORITHMS)
   if config.training_algorithm not in cls.TRAINING_ALGORITHMS:
     owners = [n for n, c in REGISTRY.items()
               if config.training_algorithm in c.TRAINING_ALGORITHMS]

@@ -9,7 +9,7 @@ disc_weight * L_Disc. Also here, as settings of the same model:
   * weight sharing none / embeddings / all, and DeBERTa-V3's GDES;
   * generators: masked LM, two-tower (ELECTRA-TT), uniform, unigram;
   * training algorithms (section 3.2, appendix F): joint, two-stage,
-    adversarial (REINFORCE with a learned baseline).
+    adversarial, strategies in algorithms.py.
 """
 
 import keras
@@ -22,7 +22,6 @@ from model import DiscriminatorHead
 from model import Embeddings
 from model import Encoder
 from model.encoder import DisentangledEmbeddings
-from model.positions import gather_positions
 from model.positions import scatter_positions
 from model.config import scale_config
 from pretrain import losses
@@ -31,6 +30,7 @@ from pretrain.objectives.base import GENERATOR
 from pretrain.objectives.base import MAIN
 from pretrain.objectives.base import MASKED
 from pretrain.objectives.base import Part
+from pretrain.objectives.algorithms import algorithm_class
 from pretrain.objectives.base import PretrainingModel
 from pretrain.objectives.generators import FixedGenerator
 from pretrain.objectives.generators import MaskedLMGenerator
@@ -75,11 +75,11 @@ class ElectraModel(PretrainingModel):
     self.disc_config = disc_config
     self.gen_config = gen_config
     sharing = config.weight_sharing
+    # What trains when, and how the generator learns (algorithms.py).
+    self.algorithm = algorithm_class(config)(config)
     self.embeddings = Embeddings(disc_config, name="embeddings")
     disc_embeddings = self.embeddings
-    if config.training_algorithm == "two_stage":
-      # The generator stays frozen in stage two, so the discriminator gets
-      # embeddings of its own, copied from the generator's at the switch.
+    if self.algorithm.OWN_DISC_EMBEDDINGS:
       disc_embeddings = Embeddings(disc_config,
                                    name="discriminator_embeddings")
     elif sharing == "gdes":
@@ -91,11 +91,7 @@ class ElectraModel(PretrainingModel):
     self._build_discriminator_head(disc_config)
     self.sample_seed = keras.random.SeedGenerator(config.seed,
                                                   name="sample_seed")
-    # Two-stage training (section 3.2): 1 = generator only, 2 = the
-    # discriminator, initialised from the generator, which is then frozen.
-    self.stage = 1 if config.training_algorithm == "two_stage" else 0
-    if config.training_algorithm == "adversarial":
-      self.LOG_KEYS = self.LOG_KEYS + ("policy_loss", "baseline_loss")
+    self.LOG_KEYS = self.LOG_KEYS + self.algorithm.LOG_KEYS
 
   # ------------------------------------------- before a model exists
   @classmethod
@@ -119,10 +115,6 @@ class ElectraModel(PretrainingModel):
     """Generator options that cannot work together, named."""
     same_size = all(getattr(config, f"generator_{k}") in (None, 1.0) for k in
                     ("hidden_size", "ffn_size", "heads", "layers"))
-    fixed = config.uniform_generator or config.unigram_generator
-    if fixed and config.training_algorithm != "joint":
-      raise UserError(f"training_algorithm {config.training_algorithm} trains "
-                      "a generator; a uniform/unigram one has nothing to train")
     if config.weight_sharing == "all" and not same_size:
       raise UserError("weight_sharing=all (untied_generator=false) uses one "
                       "encoder for both, so the generator_* multipliers must "
@@ -130,36 +122,19 @@ class ElectraModel(PretrainingModel):
     if config.weight_sharing == "all" and config.two_tower_generator:
       raise UserError("weight_sharing=all cannot share a bidirectional "
                       "encoder with a two-tower generator")
-    if config.training_algorithm == "two_stage":
-      if not same_size:
-        raise UserError("training_algorithm=two_stage initialises the "
-                        "discriminator from the generator, so the generator_* "
-                        "multipliers must be 1.0 (ELECTRA section 3.2)")
-      if config.weight_sharing in ("all", "gdes") or config.two_tower_generator:
-        raise UserError("training_algorithm=two_stage copies the generator "
-                        "into a separate discriminator (weight_sharing "
-                        "embeddings or none; no two-tower generator)")
-      if not 0 <= config.two_stage_generator_steps < config.num_train_steps:
-        raise UserError(f"two_stage_generator_steps must be in [0, "
-                        f"num_train_steps {config.num_train_steps}), got "
-                        f"{config.two_stage_generator_steps}")
-    if (config.training_algorithm == "adversarial" and
-        config.two_tower_generator):
-      raise UserError("adversarial training needs a masked-LM generator")
+    algorithm_class(config).check_config(config)
 
   @classmethod
   def generator_parts(cls, config, gen, where=MASKED):
     """The generator's Parts (none for a uniform/unigram one): one or two
-    towers, its head at `where`, adversarial training's baseline."""
+    towers, its head at `where`, and what its training algorithm adds."""
     if gen is None:
       return []
     towers = 2 if config.two_tower_generator else 1
     head = "two_tower_head" if config.two_tower_generator else "mlm_head"
     parts = [Part("encoder", gen, ALL, GENERATOR)] * towers
     parts.append(Part(head, gen, where, GENERATOR))
-    if config.training_algorithm == "adversarial":
-      parts.append(Part("baseline_head", gen, MASKED, GENERATOR))
-    return parts
+    return parts + algorithm_class(config).generator_parts(gen)
 
   @classmethod
   def flops_parts(cls, config, disc, gen):
@@ -177,7 +152,7 @@ class ElectraModel(PretrainingModel):
     return MaskedLMGenerator(
         gen_config, embeddings,
         encoder=self.discriminator if sharing == "all" else None,
-        with_baseline=config.training_algorithm == "adversarial",
+        with_baseline=self.algorithm.GENERATOR_BASELINE,
         name="generator")
 
   def _build_discriminator_head(self, model_config):
@@ -209,7 +184,7 @@ class ElectraModel(PretrainingModel):
     config = self.config
     labels = features["masked_lm_ids"]
     weights = ops.cast(features["masked_lm_weights"], "float32")
-    gen_training = training and self.stage != 2  # frozen in stage two
+    gen_training = training and self.algorithm.generator_trains()
     logits, hidden = self.generator(features, features["masked_lm_positions"],
                                     training=gen_training)
     mlm_loss, mlm_nll = losses.masked_lm_loss(
@@ -260,7 +235,7 @@ class ElectraModel(PretrainingModel):
     config = self.config
     gen = self.generate(features, training)
     outputs = self.generator_outputs(features, gen)
-    if self.stage == 1:  # generator only: the discriminator is not run
+    if not self.algorithm.runs_discriminator():  # generator only
       zero = ops.zeros(())
       outputs.update(loss=config.gen_weight * gen["mlm_loss"], disc_loss=zero,
                      disc_accuracy=zero, disc_skill=zero,
@@ -279,11 +254,8 @@ class ElectraModel(PretrainingModel):
     disc_loss, token_losses = losses.replaced_token_detection_loss(
         disc_logits, disc_labels, weights, denominator)
 
-    gen_loss = gen["mlm_loss"]
-    if config.training_algorithm == "adversarial":
-      gen_loss = self._adversarial_loss(features, gen, token_losses, outputs)
-    if self.stage == 2:
-      gen_loss = ops.zeros(())  # frozen
+    gen_loss = self.algorithm.generator_loss(self, features, gen,
+                                             token_losses, outputs)
     disc_predictions = ops.cast(disc_logits > 0, "float32")
     mask_weights = ops.cast(features["masked_lm_weights"], "float32")
     outputs.update({
@@ -310,72 +282,26 @@ class ElectraModel(PretrainingModel):
                    input_mask=ops.cast(features["input_mask"], "float32"))
     return outputs
 
-  def _adversarial_loss(self, features, gen, token_losses, outputs):
-    """REINFORCE on the samples, rewarded by the discriminator's loss
-    there, plus the baseline's cross-entropy (appendix F)."""
-    weights = ops.cast(features["masked_lm_weights"], "float32")
-    denominator = features.get("masked_lm_denominator")
-    positions = features["masked_lm_positions"]
-    log_p = losses.log_softmax_at(gen["logits"], gen["sampled"])
-    baseline_logits = ops.squeeze(
-        self.generator.baseline(gen["hidden"]), -1)
-    policy, baseline = losses.reinforce_losses(
-        log_p, gather_positions(token_losses, positions), baseline_logits)
-    policy_loss = losses.weighted_mean(policy, weights, denominator)
-    baseline_loss = losses.weighted_mean(baseline, weights, denominator)
-    outputs["policy_loss"] = policy_loss
-    outputs["baseline_loss"] = baseline_loss
-    return policy_loss + baseline_loss
-
   def build_variables(self):
     # Shared embeddings are built first, under the model's own scope, so
     # their path is <model>/embeddings whichever encoder uses them first.
     with keras.name_scope(self.name):
       self.embeddings(np.zeros((1, 1), np.int32))
-    stage, self.stage = self.stage, 0  # stage one skips the discriminator
-    try:
+    with self.algorithm.building():
       super().build_variables()
-    finally:
-      self.stage = stage
 
-  # ---------------------------------------------------- two-stage training
+  # ------------------------------------ the training algorithm's schedule
   def schedule_boundaries(self):
-    if self.config.training_algorithm != "two_stage":
-      return ()
-    return (self.config.two_stage_generator_steps,)
+    return self.algorithm.schedule_boundaries()
 
   def begin_step(self, step, restored=False):
-    """Two-stage training: at the switch step the discriminator starts from
-    the generator; a run restored past it is already in stage two."""
-    if self.stage != 1 or step < self.config.two_stage_generator_steps:
-      return None
-    if restored:  # the checkpoint holds stage two's weights
-      self.stage = 2
-      return None
-    self.start_stage_two()
-    return (f"two-stage training: step {step}, discriminator initialised "
-            "from the generator, which is now frozen")
-
-  def start_stage_two(self):
-    """Copies the generator's encoder into the same-size discriminator
-    (section 3.2: "Initialize the weights of the discriminator with the
-    weights of the generator"), then switches to stage two."""
-    gen = self.generator.encoder.weights
-    disc = self.discriminator.weights
-    if [tuple(v.shape) for v in gen] != [tuple(v.shape) for v in disc]:
-      raise ValueError("two-stage training needs a same-size generator")
-    for source, target in zip(gen, disc):
-      target.assign(source)
-    self.stage = 2
+    return self.algorithm.begin_step(self, step, restored)
 
   def variables_to_train(self):
-    """Stage one trains the generator alone, stage two the discriminator
-    alone (ELECTRA section 3.2)."""
-    if not self.stage:
+    layers = self.algorithm.trained_layers(self)
+    if layers is None:
       return self.trainable_variables
-    trained = ([self.generator] if self.stage == 1 else
-               [self.discriminator, self.discriminator_predictions])
-    keep = {id(v) for layer in trained for v in layer.trainable_variables}
+    keep = {id(v) for layer in layers for v in layer.trainable_variables}
     return [v for v in self.trainable_variables if id(v) in keep]
 
   # ------------------------------------------------------------------ eval
@@ -383,7 +309,7 @@ class ElectraModel(PretrainingModel):
     """The original release's eval metrics, over all eval batches."""
     out = self.generator_metrics(arrays)
     mask = arrays["disc_weights"] > 0
-    if self.stage != 1:
+    if self.algorithm.runs_discriminator():
       disc = binary_metrics(arrays["disc_labels"][mask],
                             arrays["disc_probs"][mask])
       out.update({f"disc_{k}": v for k, v in disc.items()})
