@@ -352,8 +352,6 @@ def _per_sentence(chunk, sent, pos, values):
 
 
 def _max_positions(model):
-  for attr in ("discriminator", "encoder"):
-    encoder = getattr(model, attr, None)
-    if encoder is not None:
-      return encoder.config.max_position_embeddings
-  raise ValueError(f"{type(model).__name__} has no encoder")
+  """The positions of the network the model scores with (its main one)."""
+  encoder, _ = model.networks()[model.MAIN_NETWORK]
+  return encoder.config.max_position_embeddings
