@@ -144,7 +144,7 @@ class JaxFinetuner:
   # ----------------------------------------------------------- compile
   def lower(self, chunk=None):
     """Both steps traced and lowered ({"train", "eval"}); their .compile()
-    may run in threads (run_gpu_slot.py compile_all)."""
+    may run in threads (slot/measure.py compile_all)."""
     del chunk
     state = self._state(self.model)
     rows, valid = self._chunk_rows(np.zeros(

@@ -15,7 +15,7 @@ What it does its own way, as JAX wants it:
     `stateless_apply`; the host only hands over the rows' indices;
   * the schedule's total and warmup steps are arguments of that function,
     so the same compiled step can be timed first and then run for a
-    number of steps chosen from its speed (run_gpu_slot.py);
+    number of steps chosen from its speed (slot/plan.py);
   * data parallelism over all local devices with keras.distribution
     (DataParallel: variables replicated, each batch split on its first
     axis; XLA sums the gradients);
@@ -230,7 +230,7 @@ class JaxTrainer:
     """The jitted chunk of `chunk` steps and the eval step, traced and
     lowered here for the arguments the calls pass: {"train", "eval"}.
     Their .compile() releases the GIL, so several trainers' compilations
-    can run in threads (run_gpu_slot.py); `install` then uses them."""
+    can run in threads (slot/measure.py); `install` then uses them."""
     state = self.initial_state
     rows = self._replicated(self.train_rows(0, chunk))
     train = self._chunk_jit(chunk).lower(

@@ -7,6 +7,7 @@
 | pll.py          | `Scorer`: a pretraining run -> batched per-token PLLs   |
 | blimp.py        | BLiMP minimal pairs: accuracy of PLL(good) > PLL(bad)   |
 | nbest.py        | n-best rescoring: acoustic + lambda * PLL, WER (jiwer)  |
+| run.py          | run_scoring.py's work: inputs checked, scored, printed  |
 
 PLL estimators, by objective (method):
   * electric: sum_t -E(x)_t, one pass (Electric paper section 3.2);

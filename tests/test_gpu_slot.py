@@ -227,23 +227,24 @@ def test_only_seeds_every_model_finished_are_compared():
 
 
 def test_a_plan_of_objectives_and_seeds_at_a_fixed_budget():
-  import run_gpu_slot  # pylint: disable=g-import-not-at-top
-  args = run_gpu_slot.parse_args(["--out", "x", "--size", "tiny",
-                                  "--objectives", "mlm:2,electra,replace_mlm"])
-  assert run_gpu_slot.plan(args) == [
+  from slot import flags  # pylint: disable=g-import-not-at-top
+  from slot import plan  # pylint: disable=g-import-not-at-top
+  args = flags.parse_args(["--out", "x", "--size", "tiny",
+                           "--objectives", "mlm:2,electra,replace_mlm"])
+  assert plan.plan(args) == [
       ("mlm", "mlm", 1, "bert_tiny"), ("electra", "electra", 1,
                                         "electra_tiny"),
       ("replace_mlm", "replace_mlm", 1, "replace_mlm_tiny"),
       ("mlm.seed2", "mlm", 2, "bert_tiny.seed2")]
   # The ablation runs on ELECTRA's preset with its own objective, seed 2
   # one above seed 1 (as run_comparison.py plans them).
-  config = run_gpu_slot.slot_config("replace_mlm", args, _Arrays(), "m")
+  config = plan.slot_config("replace_mlm", args, _Arrays(), "m")
   assert config.objective == "replace_mlm"
-  assert run_gpu_slot.slot_config("mlm", args, _Arrays(), "m", 2).seed == (
-      run_gpu_slot.slot_config("mlm", args, _Arrays(), "m").seed + 1)
+  assert plan.slot_config("mlm", args, _Arrays(), "m", 2).seed == (
+      plan.slot_config("mlm", args, _Arrays(), "m").seed + 1)
   entries = [{"train_flops_per_step": 5.95e11},
              {"train_flops_per_step": 3.3e11}]
-  assert run_gpu_slot.budget_steps(entries, 5.9512e15, 100) == [10000, 18000]
+  assert plan.budget_steps(entries, 5.9512e15, 100) == [10000, 18000]
 
 
 class _Arrays:

@@ -1,0 +1,62 @@
+"""What the slot runs: each run's name, config and steps at equal FLOPs."""
+
+import os
+
+
+def slot_config(name, args, arrays, model_dir, pretrain_seed=1):
+  """`name`'s preset at --size (comparison/plan.py's choice: its own
+  configs/<objective>_<size>.json, or ELECTRA's for an ablation) +
+  --hparams, at the slot's batch; seed K adds K - 1 to the seed."""
+  from comparison.plan import preset
+  from pretrain.config import PretrainingConfig
+  from util.config import apply_overrides
+  from util.config import load_hparams
+  config = apply_overrides(PretrainingConfig(), preset(name, args.size),
+                           source=f"the {name} preset")
+  objective = config.objective
+  for spec in args.hparams:
+    config = apply_overrides(config, load_hparams(spec), source=spec)
+  config.objective = objective
+  config.seed += pretrain_seed - 1
+  config.temperature = 1.0
+  config.train_batch_size = args.batch
+  config.eval_batch_size = args.batch
+  config.max_seq_length = arrays.meta["max_seq_length"]
+  config.max_predictions_per_seq = None  # from mask_prob and the length
+  config.iterations_per_loop = args.chunk
+  # Each held-out example once, at most --eval-steps batches of them.
+  config.num_eval_steps = max(1, min(
+      args.eval_steps, arrays.num_examples("heldout") // args.batch))
+  config.mixed_precision = args.precision
+  config.data_dir = ""
+  config.pretrain_tfrecords = os.path.abspath(args.data)
+  config.model_dir = model_dir
+  config.validate()
+  return config
+
+
+def plan(args):
+  """[(name, objective as written, pretrain seed K, folder)], seed-major."""
+  runs = []
+  for item in args.objectives.split(","):
+    name, _, seeds = item.strip().partition(":")
+    for k in range(1, int(seeds or 1) + 1):
+      paper = {"mlm": "bert", "bert": "bert"}.get(name, name)
+      folder = f"{paper}_{args.size}" + (f".seed{k}" if k > 1 else "")
+      runs.append((f"{name}.seed{k}" if k > 1 else name, name, k, folder))
+  return sorted(runs, key=lambda r: r[2])
+
+
+def budget_steps(entries, budget, chunk):
+  """Steps spending `budget` train FLOPs per run, multiples of `chunk`."""
+  return [max(chunk, int(round(budget / e["train_flops_per_step"] / chunk))
+              * chunk) for e in entries]
+
+
+def equal_flops_steps(entries, seconds, chunk):
+  """Steps per objective with equal training FLOPs, all within `seconds`
+  at the measured speeds; multiples of `chunk` (at least one chunk)."""
+  per_flop = sum(e["step_s"] / e["train_flops_per_step"] for e in entries)
+  budget = seconds / per_flop
+  return budget, [max(chunk, int(budget / e["train_flops_per_step"] / chunk)
+                      * chunk) for e in entries]

@@ -1,0 +1,120 @@
+"""prepare_gpu_slot.py's work on the CPU: the wheels, and the pretraining
+and fine-tuning data exported as the arrays the slot reads."""
+
+import argparse
+import dataclasses
+import os
+
+from slot import ROOT
+from slot.carry import CARRY_LIMIT
+from slot.carry import WHEELS_DIR
+from slot.carry import carried_bytes
+from slot.carry import download_wheels
+
+DATA_DIR = ".slot_data"
+
+
+def parse_args(argv, description=None):
+  """argv parsed; `description` is the script's (its --help)."""
+  p = argparse.ArgumentParser(description=description, allow_abbrev=False)
+  p.add_argument("--wheels", action="store_true",
+                 help=f"download the slot's wheels into {WHEELS_DIR}/")
+  p.add_argument("--data-dir", default="",
+                 help="a data dir with pretrain_tfrecords/ to export")
+  p.add_argument("--pretrain-tfrecords", default="",
+                 help="the shards' glob, if not DATA_DIR/pretrain_tfrecords")
+  p.add_argument("--max-seq-length", type=int, default=128)
+  p.add_argument("--out", default=DATA_DIR)
+  p.add_argument("--max-train-mb", type=float, default=40.0,
+                 help="uint16 ids before compression (40: ~20M positions)")
+  p.add_argument("--max-heldout-examples", type=int, default=4096)
+  p.add_argument("--glue-dir", default="",
+                 help="fine-tuning tasks' data (GLUE folder names work)")
+  p.add_argument("--tasks", default="rte,mrpc,sts,cola,sst")
+  p.add_argument("--tagging-dir", default="",
+                 help="chunk/ and pos/ folders (train.txt, dev.txt), as "
+                 "run_comparison.py's OUTPUT_DIR/tagging_data")
+  p.add_argument("--vocab-file", default="",
+                 help="the pretraining vocabulary (for --glue-dir)")
+  p.add_argument("--model-size", default="small",
+                 help="fine-tuning defaults of this size (Table 6)")
+  p.add_argument("--finetune-hparams", default="",
+                 help="JSON (file or string): FinetuningConfig fields")
+  args = p.parse_args(argv)
+  if not args.wheels and not (args.data_dir or args.pretrain_tfrecords or
+                              args.glue_dir):
+    p.error("nothing to do: give --wheels, --data-dir and/or --glue-dir")
+  if args.glue_dir and not args.vocab_file:
+    p.error("--glue-dir needs --vocab-file (the pretraining vocabulary)")
+  return args
+
+
+def prepare(args):
+  """Each export asked for; 0 when a run can carry the result, else 1."""
+  os.chdir(ROOT)
+  if args.wheels:
+    download_wheels(WHEELS_DIR)
+  if args.data_dir or args.pretrain_tfrecords:
+    export_data(args)
+  if args.glue_dir:
+    export_tasks(args)
+  size = carried_bytes([d for d in (WHEELS_DIR, args.out)
+                        if os.path.isdir(d)])
+  print(f"a run carrying {WHEELS_DIR} and {args.out} sends "
+        f"{size / 2 ** 20:.1f} MiB of the slot's 64 MiB" +
+        ("" if size <= CARRY_LIMIT else ": TOO MUCH, export less"))
+  return 0 if size <= CARRY_LIMIT else 1
+
+
+def export_data(args):
+  from util.tf_quiet import import_tensorflow
+  import_tensorflow()
+  from pretrain import arrays
+  from pretrain.config import PretrainingConfig
+  config = PretrainingConfig(data_dir=args.data_dir, model_name="export",
+                             max_seq_length=args.max_seq_length,
+                             pretrain_tfrecords=args.pretrain_tfrecords)
+  config.resolve()
+  meta = arrays.export(config, args.out, max_train_mb=args.max_train_mb,
+                       max_heldout_examples=args.max_heldout_examples)
+  print(f"{args.out}/: {meta['train_examples']:,} training examples "
+        f"({meta['train_tokens']:,} tokens), {meta['heldout_examples']:,} "
+        f"held-out ({meta['eval_source']}); files {meta['file_bytes']}")
+
+
+def export_tasks(args):
+  """GLUE_DIR's tasks featurized with VOCAB into OUT/finetune/."""
+  from comparison.config import TAGGING_TASKS
+  from finetune import arrays as ft_arrays
+  from finetune import task_builder
+  from finetune.config import FinetuningConfig
+  from util.config import apply_overrides
+  from util.config import load_hparams
+  from util.errors import UserError
+  from util.tokenization import load_tokenizer
+  given = load_hparams(args.finetune_hparams) if args.finetune_hparams else {}
+  config = apply_overrides(
+      FinetuningConfig(task_names=args.tasks,
+                       raw_data_dir=os.path.abspath(args.glue_dir)),
+      given, "--finetune-hparams")
+  config.resolve(args.model_size)
+  tokenizer = load_tokenizer(args.vocab_file, config.do_lower_case)
+  config.vocab_file = os.path.abspath(args.vocab_file)
+  tasks = []
+  for name in config.tasks:  # each with its own folder and default length
+    own = dataclasses.replace(config, task_names=name)
+    if name in TAGGING_TASKS:
+      if not args.tagging_dir:
+        raise UserError(f"{name} needs --tagging-dir (a folder with "
+                        f"{name}/train.txt and dev.txt)")
+      own.raw_data_dir = os.path.abspath(args.tagging_dir)
+    own.max_seq_length = given.get("max_seq_length")  # None: the task's
+    own.resolve(args.model_size)
+    tasks += task_builder.get_tasks(own, tokenizer)
+  out = os.path.join(args.out, "finetune")
+  meta = ft_arrays.export(config, tokenizer, tasks, out,
+                          tokenizer.vocab_size)
+  for name, entry in meta["tasks"].items():
+    print(f"{out}/: {name}: {entry['train_rows']:,} train rows "
+          f"({entry['epochs']:g} epochs, {entry['train_steps']} steps), "
+          f"{entry['dev_rows']:,} dev rows")

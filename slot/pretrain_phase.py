@@ -1,0 +1,110 @@
+"""The slot's pretraining: each run measured, trained at equal FLOPs and
+evaluated on the held-out examples."""
+
+import os
+import sys
+import tempfile
+
+from slot.measure import compile_all
+from slot.measure import hf_baseline
+from slot.plan import plan
+from slot.plan import slot_config
+from slot.train import train_runs
+
+NAMES = {"electra": "ELECTRA", "mlm": "BERT"}  # objective -> paper name
+FLOPS_TARGET = 3e16  # per objective (issue 39)
+SPEEDUP_TARGET = 1.5  # JAX ELECTRA step vs transformers' PyTorch one
+
+
+def pretrain_phase(args, clock, result, write):
+  """The baseline, the bf16 peak, each run's speed, then the runs trained
+  at equal FLOPs; the figures into `result`, written as they come."""
+  import keras
+  from pretrain import arrays as arrays_lib
+  arrays = arrays_lib.load(args.data)
+  clock.log(f"python {sys.version.split()[0]}, keras {keras.__version__} "
+            f"({keras.backend.backend()}); arrays {args.data}: "
+            f"{arrays.num_examples('train'):,} training and "
+            f"{arrays.num_examples('heldout'):,} held-out examples of "
+            f"{arrays.meta['max_seq_length']} tokens")
+  result["arrays"] = {k: arrays.meta.get(k) for k in (
+      "source", "train_examples", "train_tokens", "heldout_examples",
+      "eval_source", "vocab_size")}
+  result["hf_pytorch_electra"] = hf_baseline(args, clock)
+  write()
+
+  import jax
+  from benchmarks.jax_throughput import matmul_peak_tflops
+  from pretrain import flops
+  from pretrain.jax_trainer import JaxTrainer
+  devices = jax.devices()
+  device = devices[0]
+  n = args.matmul_size or (8192 if device.platform == "gpu" else 1024)
+  peak = matmul_peak_tflops(n, jax.numpy.bfloat16)
+  result.update(device=device.device_kind, platform=device.platform,
+                num_devices=len(devices), jax=jax.__version__,
+                keras=keras.__version__, peak_bf16_tflops=peak)
+  clock.log(f"{len(devices)} x {device.device_kind} ({device.platform}), "
+            f"jax {jax.__version__}; bf16 matmul peak {peak:.1f} TFLOP/s "
+            f"({n}^3)")
+  write()
+
+  runs = plan(args)
+  weights_out = (args.weights_out == "yes" or
+                 (args.weights_out == "auto" and len(runs) <= 2))
+  weights_root = args.out if weights_out else os.path.join(
+      tempfile.gettempdir(), "slot_weights")
+  trainers, entries = {}, []
+  for run_name, written, k, folder in runs:
+    config = slot_config(written, args, arrays,
+                         os.path.join(weights_root, folder), k)
+    trainers[run_name] = JaxTrainer(config, arrays, log=clock.log)
+  result["compile"] = compile_all(trainers, args.chunk, clock)
+  for (run_name, written, k, folder), trainer in zip(runs, trainers.values()):
+    config = trainer.config
+    objective = config.objective
+    name = f"{NAMES.get(objective, written)}-{args.size}" + (
+        f" seed {k}" if k > 1 else "")
+    measured = trainer.measure(args.chunk, args.measure_calls)
+    entry = {"objective": objective, "written": written, "run": run_name,
+             "pretrain_seed": k, "name": name, "folder": folder,
+             "weights_dir": config.model_dir,
+             "batch": config.train_batch_size,
+             "seq_len": config.max_seq_length,
+             "precision": trainer.precision, **measured,
+             "train_flops_per_step": flops.train_flops_per_step(config),
+             "model_flops_per_step": flops.model_flops_per_step(config)}
+    entry["mfu"] = entry["model_flops_per_step"] / entry["step_s"] / (
+        peak * 1e12)
+    hf = result["hf_pytorch_electra"]
+    if objective == "electra" and "step_s" in hf:
+      entry["speedup_vs_hf_pytorch"] = hf["step_s"] / entry["step_s"]
+    clock.log(f"{name}: {entry['step_s'] * 1e3:.2f} ms/step, "
+              f"{entry['seq_per_s']:,.0f} seq/s, MFU {entry['mfu']:.1%} "
+              f"(first call {entry['first_call_s']:.1f} s)" +
+              (f", {entry['speedup_vs_hf_pytorch']:.2f}x transformers' "
+               "PyTorch ELECTRA" if "speedup_vs_hf_pytorch" in entry else ""))
+    entries.append(entry)
+  result["objectives"] = entries
+  write()
+
+  budget = train_runs(args, clock, trainers, entries, peak, weights_root,
+                      write)
+
+  electra = next((e for e in entries if e["objective"] == "electra"), None)
+  result["budget_flops"] = budget
+  result["targets"] = {
+      "train_flops_per_objective": FLOPS_TARGET,
+      "met_flops": all(e["train_flops"] >= FLOPS_TARGET for e in entries),
+      "speedup_vs_hf_pytorch": SPEEDUP_TARGET,
+      "met_speedup": bool(electra and electra.get(
+          "speedup_vs_hf_pytorch", 0) >= SPEEDUP_TARGET)}
+  write()
+  for e in entries:
+    clock.log(f"{e['name']}: {e['steps']} steps, {e['train_flops']:.3g} "
+              f"FLOPs in {e['train_s']:.0f} s, {e['seq_per_s']:,.0f} seq/s, "
+              f"MFU {e['mfu']:.1%} (timed) / {e['train_mfu']:.1%} (run)")
+  clock.log(f"targets: >= {FLOPS_TARGET:.0e} FLOPs each: "
+            f"{result['targets']['met_flops']}; >= {SPEEDUP_TARGET}x "
+            f"PyTorch ELECTRA: {result['targets']['met_speedup']}; "
+            f"tensorflow imported: {result['tensorflow_imported']}")
