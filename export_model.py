@@ -38,6 +38,7 @@ Each format's export is interop/export.py's (EXPORTERS).
 import sys
 
 # Before any Keras import: pins the backend, quiets TF's C++ chatter.
+from util.tf_quiet import import_tensorflow
 from util.tf_quiet import tensorflow_script
 
 tensorflow_script("export_model.py")
@@ -54,7 +55,6 @@ def main(argv=None):
   check_model_present(config.model_path)  # before TensorFlow loads
   progress = Progress("export", 2, "steps", sys.stdout)
   # TensorFlow only after the flags are checked: a bad flag fails at once.
-  from util.tf_quiet import import_tensorflow
   import_tensorflow(with_text=True)
   from interop import export  # each format's export (imports TensorFlow)
   return export.export(config, progress)

@@ -18,6 +18,7 @@ predicts a file of the task's layout with that kept model (or
 """
 
 # Before any Keras import: pins the backend, quiets TF's C++ chatter.
+from util.tf_quiet import import_tensorflow
 from util.tf_quiet import tensorflow_script
 
 tensorflow_script("run_finetuning.py")
@@ -31,7 +32,6 @@ from util.errors import main_guard  # noqa: E402
 def main(argv=None):
   config = configure_finetuning.load_config(argv)
   preflight.check(config)  # model and data files: before TensorFlow loads
-  from util.tf_quiet import import_tensorflow
   import_tensorflow(with_text=True)
   from finetune.trainer import FinetuningRunner  # TF import after arg checks
   return FinetuningRunner(config).run()

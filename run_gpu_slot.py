@@ -39,7 +39,6 @@ if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
 from slot import flags  # noqa: E402
-from slot import run  # noqa: E402
 from util.errors import main_guard  # noqa: E402
 
 
@@ -47,7 +46,9 @@ from util.errors import main_guard  # noqa: E402
 def main(argv=None):
   """Runs the slot (slot/run.py); slot.json is rewritten after each phase,
   so a failure keeps what was measured (and its error)."""
-  return run.main(flags.parse_args(argv, __doc__.split("\n\n")[0]))
+  args = flags.parse_args(argv, __doc__.split("\n\n")[0])
+  from slot import run  # keras, JAX and the model code: after the flags
+  return run.main(args)
 
 
 if __name__ == "__main__":

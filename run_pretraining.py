@@ -11,6 +11,7 @@ import json
 import sys
 
 # Before any Keras import: pins the backend, quiets TF's C++ chatter.
+from util.tf_quiet import import_tensorflow
 from util.tf_quiet import tensorflow_script
 
 tensorflow_script("run_pretraining.py")
@@ -32,7 +33,6 @@ def format_metrics(results):
 def main(argv=None):
   # A missing --data-dir is said before TensorFlow's seconds of import.
   config = configure_pretraining.load_config(argv, check_first=check_data_dir)
-  from util.tf_quiet import import_tensorflow
   import_tensorflow()
   from loading.sources import open_source  # TF import after arg checks
   from pretrain.trainer import Trainer

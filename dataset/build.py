@@ -17,6 +17,8 @@ import sys
 import time
 import zlib
 
+import numpy as np
+
 from dataset import corpus
 from dataset.example_builder import ExampleBuilder
 from training.progress import format_seconds
@@ -91,7 +93,6 @@ class _JobStats:
   """Counters of one job; summed over jobs for the report and metadata."""
 
   def __init__(self, vocab_size, num_shards):
-    import numpy as np
     self.token_counts = np.zeros(vocab_size, dtype=np.int64)
     self.shard_examples = [0] * num_shards
     self.read = corpus.ReadStats()
@@ -163,7 +164,6 @@ def _job_documents(job, stats):
 
 def run_job(job, tokenizer=None, log=print):
   """Tokenizes and packs one job's documents into its shards."""
-  import numpy as np
   tf = import_tensorflow(with_text=True)
 
   if tokenizer is None:

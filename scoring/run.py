@@ -1,6 +1,7 @@
 """run_scoring.py's work: its inputs read and checked before the model
 loads, then scored by mode, with the speed and the output it prints."""
 
+import io
 import json
 import sys
 import time
@@ -18,7 +19,6 @@ def read_lines(path):
   if path in ("", "-"):
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # a text stream put in its place (tests)
-      import io
       stream = io.BytesIO(sys.stdin.read().encode("utf-8",
                                                   "surrogateescape"))
     lines = text_files.split_lines(text_files.read_stream(stream, "stdin"))

@@ -1,5 +1,6 @@
 """What a slot's run carries: the wheels the slot lacks, and its size."""
 
+from importlib import metadata
 import os
 import subprocess
 import sys
@@ -16,7 +17,6 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64",
 
 
 def installed_version(name):
-  from importlib import metadata
   try:
     return metadata.version(name)
   except metadata.PackageNotFoundError:

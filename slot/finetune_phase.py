@@ -1,8 +1,18 @@
 """The slot's fine-tuning: each model on each task, seed by seed."""
 
+import dataclasses
 import os
 import time
 
+import jax
+import numpy as np
+
+from finetune import arrays as ft_arrays
+from finetune import task_builder
+from finetune.jax_trainer import JaxFinetuner
+from finetune.model import model_config_for
+from finetune.model import pretrained_encoder_weights
+from loading.sources import find_pretrained
 from slot.measure import compile_all
 
 
@@ -10,15 +20,6 @@ def finetune_phase(args, clock, result, write, models):
   """Each of `models` ({name: npz folder}) fine-tuned on each task of the
   fine-tuning arrays, --finetune-seeds seeds, seed-major while time is
   left; dev outputs to $OUT/finetune_outputs.npz, figures to slot.json."""
-  import dataclasses
-  import jax
-  import numpy as np
-  from finetune import arrays as ft_arrays
-  from finetune import task_builder
-  from finetune.jax_trainer import JaxFinetuner
-  from finetune.model import model_config_for
-  from finetune.model import pretrained_encoder_weights
-  from loading.sources import find_pretrained
   data = ft_arrays.load(args.finetune_data)
   config = data.config
   device = jax.devices()[0]

@@ -1,5 +1,6 @@
 """The PyTorch baseline, and every JAX step compiled at once."""
 
+from concurrent import futures
 import json
 import os
 import subprocess
@@ -44,7 +45,6 @@ def compile_all(trainers, chunk, clock):
   """Each trainer's train chunk and eval step, traced here in turn and
   compiled in parallel threads (XLA compiles without the GIL); on any
   failure the steps compile on their first call instead."""
-  from concurrent import futures
   start = time.time()
   lowered = {(name, kind): step for name, trainer in trainers.items()
              for kind, step in trainer.lower(chunk).items()}

@@ -2,15 +2,16 @@
 
 import os
 
+from comparison.plan import preset
+from pretrain.config import PretrainingConfig
+from util.config import apply_overrides
+from util.config import load_hparams
+
 
 def slot_config(name, args, arrays, model_dir, pretrain_seed=1):
   """`name`'s preset at --size (comparison/plan.py's choice: its own
   configs/<objective>_<size>.json, or ELECTRA's for an ablation) +
   --hparams, at the slot's batch; seed K adds K - 1 to the seed."""
-  from comparison.plan import preset
-  from pretrain.config import PretrainingConfig
-  from util.config import apply_overrides
-  from util.config import load_hparams
   config = apply_overrides(PretrainingConfig(), preset(name, args.size),
                            source=f"the {name} preset")
   objective = config.objective

@@ -5,11 +5,18 @@ import argparse
 import dataclasses
 import os
 
+from comparison.config import TAGGING_TASKS
+from finetune.config import FinetuningConfig
+from pretrain.config import PretrainingConfig
 from slot import ROOT
 from slot.carry import CARRY_LIMIT
 from slot.carry import WHEELS_DIR
 from slot.carry import carried_bytes
 from slot.carry import download_wheels
+from util.config import apply_overrides
+from util.config import load_hparams
+from util.errors import UserError
+from util.tf_quiet import import_tensorflow
 
 DATA_DIR = ".slot_data"
 
@@ -67,10 +74,8 @@ def prepare(args):
 
 
 def export_data(args):
-  from util.tf_quiet import import_tensorflow
   import_tensorflow()
-  from pretrain import arrays
-  from pretrain.config import PretrainingConfig
+  from pretrain import arrays  # the export reads TFRecords
   config = PretrainingConfig(data_dir=args.data_dir, model_name="export",
                              max_seq_length=args.max_seq_length,
                              pretrain_tfrecords=args.pretrain_tfrecords)
@@ -84,13 +89,9 @@ def export_data(args):
 
 def export_tasks(args):
   """GLUE_DIR's tasks featurized with VOCAB into OUT/finetune/."""
-  from comparison.config import TAGGING_TASKS
+  # The tasks, arrays and tokenizer import TensorFlow.
   from finetune import arrays as ft_arrays
   from finetune import task_builder
-  from finetune.config import FinetuningConfig
-  from util.config import apply_overrides
-  from util.config import load_hparams
-  from util.errors import UserError
   from util.tokenization import load_tokenizer
   given = load_hparams(args.finetune_hparams) if args.finetune_hparams else {}
   config = apply_overrides(

@@ -5,6 +5,13 @@ import os
 import sys
 import tempfile
 
+import jax
+import keras
+
+from benchmarks.jax_throughput import matmul_peak_tflops
+from pretrain import arrays as arrays_lib
+from pretrain import flops
+from pretrain.jax_trainer import JaxTrainer
 from slot.measure import compile_all
 from slot.measure import hf_baseline
 from slot.plan import plan
@@ -19,8 +26,6 @@ SPEEDUP_TARGET = 1.5  # JAX ELECTRA step vs transformers' PyTorch one
 def pretrain_phase(args, clock, result, write):
   """The baseline, the bf16 peak, each run's speed, then the runs trained
   at equal FLOPs; the figures into `result`, written as they come."""
-  import keras
-  from pretrain import arrays as arrays_lib
   arrays = arrays_lib.load(args.data)
   clock.log(f"python {sys.version.split()[0]}, keras {keras.__version__} "
             f"({keras.backend.backend()}); arrays {args.data}: "
@@ -33,10 +38,6 @@ def pretrain_phase(args, clock, result, write):
   result["hf_pytorch_electra"] = hf_baseline(args, clock)
   write()
 
-  import jax
-  from benchmarks.jax_throughput import matmul_peak_tflops
-  from pretrain import flops
-  from pretrain.jax_trainer import JaxTrainer
   devices = jax.devices()
   device = devices[0]
   n = args.matmul_size or (8192 if device.platform == "gpu" else 1024)

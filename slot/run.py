@@ -4,6 +4,8 @@ import json
 import os
 import sys
 
+import keras
+
 from slot.clock import Clock
 from slot.finetune_phase import finetune_phase
 from slot.pretrain_phase import pretrain_phase
@@ -35,7 +37,6 @@ def main(args):
 
 def run(args, clock, result, write):
   if args.pretrained:
-    import keras
     clock.log(f"python {sys.version.split()[0]}, keras {keras.__version__} "
               f"({keras.backend.backend()}); fine-tuning "
               f"{', '.join(args.pretrained)}")

@@ -5,13 +5,13 @@ import time
 
 from slot.plan import budget_steps
 from slot.plan import equal_flops_steps
+from util.config import load_hparams
 
 
 def train_runs(args, clock, trainers, entries, peak, weights_root, write):
   """Trains each measured run for its share of the budget (held-out evals
   at --checkpoints marks), writes its weights and evaluates it; returns
   the train FLOPs per run."""
-  from util.config import load_hparams
   if args.budget_flops:
     budget, steps = args.budget_flops, budget_steps(
         entries, args.budget_flops, args.chunk)
