@@ -6,6 +6,7 @@ import math
 import tensorflow as tf
 
 from finetune import bam
+from finetune import data_layout
 from finetune.featurization import limit
 from finetune.featurization import model_inputs
 from util.errors import UserError
@@ -46,14 +47,9 @@ class TaskData:
   def check_inputs(self):
     """Reads and featurizes every split this run needs (once), so that
     missing or bad data is said before `trial 1/N` and any training."""
-    config = self.config
-    splits = {"train" if config.do_train else "dev"}  # the build's split
-    splits |= ({"dev"} if config.do_eval else set()) | (
-        {"test"} if config.write_test_outputs else set())
     for task in self.tasks:
-      for split in ("train", "dev", "test"):
-        if split in splits:
-          self.examples_and_features(task, split)
+      for split in data_layout.needed_splits(self.config):
+        self.examples_and_features(task, split)
 
   def train_data(self, teacher_outputs=None):
     """{task: (model inputs of its train rows, its steps)}, with the
