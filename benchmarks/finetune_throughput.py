@@ -45,7 +45,7 @@ taken back to back), the steadier figure on a loaded machine. Three
 figures per task:
   train         steps/s of the train step
   eval          examples/s of a dev-set evaluation as each side runs it;
-                ours is FinetuningRunner.predict, which makes a new
+                ours is Predictor.predict, which makes a new
                 tf.function per call and so traces once per evaluation
                 (seconds printed; a full dev set amortizes it); timed
                 once (transformers: = eval_forward)
@@ -154,7 +154,7 @@ def train_features(runner, args):
   batches, with random ids at every position and input_mask all ones."""
   from finetune.featurization import model_inputs
   task = runner.tasks[0]
-  _, rows = runner._examples_and_features(task, "train")  # noqa: SLF001
+  _, rows = runner.data.examples_and_features(task, "train")
   rows = model_inputs(rows)
   n = args.batch_size * TRAIN_ROWS
   take = np.arange(n) % len(rows["input_ids"])
@@ -191,10 +191,10 @@ def build_ours(kind, precision, args, features):
       config, model.trainable_variables, shape.num_hidden_layers, 10_000,
       shape.share_layers)
   step = runner._train_step(model, optimizer, task.name)  # noqa: SLF001
-  batches = runner._batches(features, config.train_batch_size,  # noqa: SLF001
-                            config.seed)
+  batches = runner.data.batches(features, config.train_batch_size,
+                                config.seed)
   # The dev split is featurized once per run (untimed here).
-  examples, rows = runner._examples_and_features(task, "dev")  # noqa: SLF001
+  examples, rows = runner.data.examples_and_features(task, "dev")
   inputs = model_inputs(rows)
   n, b = len(inputs["input_ids"]), config.eval_batch_size
 
@@ -205,11 +205,11 @@ def build_ours(kind, precision, args, features):
     return time.perf_counter() - start, loss
 
   def evaluate():
-    """runner.predict: each call makes (and traces) its own tf.function,
-    as each dev-set evaluation of a run does."""
+    """runner.predictor.predict: each call makes (and traces) its own
+    tf.function, as each dev-set evaluation of a run does."""
     with contextlib.redirect_stdout(open(os.devnull, "w")):
       start = time.perf_counter()
-      scorer, _ = runner.predict(model, task, "dev")
+      scorer, _ = runner.predictor.predict(model, task, "dev")
       seconds = time.perf_counter() - start
     assert len(next(iter(scorer.collected().values()))) == n
     return seconds
@@ -527,7 +527,7 @@ def main(argv=None):
       # The rows both sides train and evaluate on, from our featurization.
       runner = make_runner(kind, "float32", args)
       features = train_features(runner, args)
-      dev_examples, dev_rows = runner._examples_and_features(  # noqa: SLF001
+      dev_examples, dev_rows = runner.data.examples_and_features(
           runner.tasks[0], "dev")
       del runner
       print(f"{kind} ({TASKS[kind]}): seq {seq}, batch {args.batch_size}, "

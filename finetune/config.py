@@ -53,7 +53,7 @@ MODEL_SETTINGS = (
     "answerable_classifier", "answerable_uses_start_logits",
     "qa_na_threshold", "qa_head", "tagging_crf", "normalize_regression_labels")
 
-# What a resumed run (finetune/trainer.py) may change: where things are,
+# What a resumed run (finetune/trial_record.py) may change: where things are,
 # how often it logs, eval batching, the number of trials (raise it to run
 # more) and --overwrite itself. Any other change is refused.
 RUN_SETTINGS = frozenset((

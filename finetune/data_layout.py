@@ -129,8 +129,8 @@ def missing(raw_data_dir, task, stem):
 
 
 def needed_splits(config):
-  """The splits a fine-tuning run reads (finetune/trainer.py's
-  _check_inputs): train, else dev to build the model; dev to evaluate;
+  """The splits a fine-tuning run reads (finetune/task_data.py reads
+  them all first): train, else dev to build the model; dev to evaluate;
   test for write_test_outputs."""
   splits = {"train" if config.do_train else "dev"}
   splits |= ({"dev"} if config.do_eval else set()) | (

@@ -195,6 +195,24 @@ def adopt_heads(finetuned, tasks):
     task.adopt_head(info, finetuned.path)
 
 
+def reused_heads(finetuned, tasks):
+  """{task: saved head weights} of the tasks the fine-tuned model a run
+  starts from has a head for (same name; its kind and labels must be the
+  task's, else one UserError); the other tasks get new heads."""
+  reused = {}
+  _, heads = finetuned.weights()
+  for task in tasks:
+    info = finetuned.tasks.get(task.name)
+    if info is not None:
+      task.adopt_head(info, finetuned.path)
+      reused[task.name] = heads[task.name]
+  new = [t.name for t in tasks if t.name not in reused]
+  print(f"starting from the fine-tuned model {finetuned.path}: its "
+        f"encoder; heads reused: {', '.join(reused) or 'none'}; new: "
+        f"{', '.join(new) or 'none'}", flush=True)
+  return reused
+
+
 def finetuned_model(finetuned, tasks):
   """A FinetuningModel with a fine-tuned model's encoder and its heads of
   `tasks` (adopt_heads first), every weight assigned."""

@@ -167,7 +167,7 @@ def _keras_source(path):
 
 def _finetuned_source(path):
   """The encoder of a fine-tuned model (its heads are fine-tuning's:
-  finetune/trainer.py reads them from loading/finetuned.py itself)."""
+  finetune/model.py reads them from loading/finetuned.py itself)."""
   model = finetuned.load(path)
   pretrain_config = architecture_config(
       {DISCRIMINATOR: dataclasses.asdict(model.model_config)}, False,

@@ -16,6 +16,7 @@ from scipy.special import log_softmax
 import run_finetuning
 from configure_finetuning import FinetuningConfig
 from finetune import bam
+from finetune.distillation import with_teacher_weight
 from finetune.trainer import FinetuningRunner
 from loading import finetuned as finetuned_files
 from tests.script_checks import refused
@@ -195,16 +196,16 @@ def test_a_distill_step_trains_on_the_annealed_target(world, tmp_path):
                             task_names="rte,sts", output_dir=str(tmp_path),
                             distill=True, teachers=teachers(world), **QUICK)
   runner = FinetuningRunner(config)
-  runner._check_inputs()  # pylint: disable=protected-access
-  data = runner._train_data()  # pylint: disable=protected-access
+  runner.data.check_inputs()
+  data = runner.data.train_data(runner.teachers.outputs())
   # The kept sts model predicts what its run wrote to sts.npz.
-  _, sts_rows = runner._examples_and_features(  # pylint: disable=protected-access
+  sts_examples, sts_rows = runner.data.examples_and_features(
       runner.tasks[1], "train")
   np.testing.assert_allclose(
       data["sts"][0]["teacher_outputs"],
       bam.read_teacher_outputs(
           str(world / "teacher_sts" / "distill" / "sts.npz"), "sts",
-          bam.row_keys(runner._data[("sts", "train")][0], sts_rows), ()),
+          bam.row_keys(sts_examples, sts_rows), ()),
       rtol=1e-5, atol=1e-5)
   model = runner._build(0)  # pylint: disable=protected-access
   rng = np.random.default_rng(0)
@@ -230,8 +231,7 @@ def test_a_distill_step_trains_on_the_annealed_target(world, tmp_path):
     for values, weight in cases:
       plain = {k: v for k, v in batch.items() if k != "teacher_outputs"}
       gold, out = model(plain, task_name=name, training=False)  # no dropout
-      fed = runner.with_teacher_weight(dict(batch, teacher_outputs=values),
-                                       weight)
+      fed = with_teacher_weight(dict(batch, teacher_outputs=values), weight)
       got = float(step(fed))  # the loss before this step's update
       if name == "rte":
         log_p = np.log(np.asarray(out["probabilities"], np.float64))

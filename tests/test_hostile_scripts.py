@@ -367,7 +367,7 @@ def test_finetuning_outputs_and_an_interrupted_write(world, tmp_path,
       output_dir=str(out), overwrite=True, write_test_outputs=True,
       num_trials=2)
   names = [os.path.basename(p) for p in
-           FinetuningRunner(config).planned_outputs()]
+           FinetuningRunner(config).outputs.planned()]
   assert names == ["rte_dev_predictions_trial0.tsv",
                    "rte_test_predictions_trial0.tsv",
                    "rte_dev_predictions_trial1.tsv",

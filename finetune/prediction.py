@@ -1,0 +1,70 @@
+"""A model's outputs on a task's rows (dev, test, a predict file, a BAM
+teacher's), fed to the task's scorer."""
+
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from finetune.featurization import model_inputs
+from training.progress import Progress
+
+
+class Predictor:
+  """Runs a model over a split of the run's TaskData in eval batches, one
+  traced step per model and task."""
+
+  def __init__(self, config, data):
+    self.config = config
+    self.data = data
+    self._eval_steps = {}  # task -> (model, its traced eval step)
+
+  def call_once(self, model, task, split):
+    """Calls the model on one row of a split, so that every variable
+    (head, dropout seeds) exists before a tf.function traces it."""
+    _, features = self.data.examples_and_features(task, split)
+    model({k: v[:1] for k, v in model_inputs(features).items()},
+          task_name=task.name, training=False)
+
+  def predict(self, model, task, split):
+    """The task's scorer, fed with the model's outputs on `split`."""
+    config = self.config
+    examples, features = self.data.examples_and_features(task, split)
+    scorer = task.get_scorer(examples, features)
+    inputs = model_inputs(features)
+    n = len(inputs["input_ids"])
+    step = self._eval_step(model, task.name)
+    losses = []
+    progress = Progress(f"{split} {task.name}", n, "examples", sys.stdout)
+    for begin in range(0, n, config.eval_batch_size):
+      batch = {k: v[begin:begin + config.eval_batch_size]
+               for k, v in inputs.items()}
+      out = {k: v.numpy() for k, v in step(batch).items()}
+      losses.append(out.pop("loss"))
+      scorer.update(out)
+      progress.update(min(begin + config.eval_batch_size, n))
+    progress.finish(done=n, always=False)
+    return scorer, (float(np.mean(np.concatenate(losses))) if losses
+                    else float("nan"))
+
+  def _eval_step(self, model, task_name):
+    """The model's traced eval step for a task, made once per model (dev,
+    test and predict files reuse it instead of tracing again)."""
+    cached = self._eval_steps.get(task_name)
+    if cached is None or cached[0] is not model:
+
+      @tf.function(reduce_retracing=True)
+      def step(batch):
+        loss, outputs = model(batch, task_name=task_name, training=False)
+        return dict(outputs, loss=loss)
+
+      cached = self._eval_steps[task_name] = (model, step)
+    return cached[1]
+
+  def head_outputs(self, model, task, split):
+    """The model's outputs on a split's rows (through predict):
+    probabilities [N, C], or predictions [N] of a regression."""
+    self.call_once(model, task, split)
+    scorer, _ = self.predict(model, task, split)
+    return scorer.collected()["predictions" if task.head_kind == "regression"
+                              else "probabilities"]

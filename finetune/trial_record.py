@@ -1,0 +1,154 @@
+"""The record of a fine-tuning run's finished trials, OUTPUT_DIR/
+<tasks>_trials.json: the same command after a kill goes on from the
+first unfinished trial, and the kept model is known to be this run's."""
+
+import json
+import math
+import uuid
+
+import numpy as np
+
+from finetune.model import head_weights
+from interop.weights import encoder_slots
+from loading import finetuned as finetuned_files
+from util import outputs
+from util import storage
+from util.errors import UserError
+from util.text_files import read_json
+
+
+class TrialRecord:
+  """A run's trials (their dev results), the trial whose model is kept
+  (keep_model) and the results file; written after each change."""
+
+  def __init__(self, config, tasks, paths, *, pretrain_config,
+               model_config, vocab_file):
+    """paths: the run's RunOutputs; the rest: what a kept model records
+    of where it came from (loading/finetuned.py)."""
+    self.config = config
+    self.tasks = tasks
+    self.paths = paths
+    self._saved = dict(pretrain_config=pretrain_config,
+                       model_config=model_config, vocab_file=vocab_file)
+    self.path = paths.record_path()
+    self.data = self._resumed()  # None until start() for a new run
+
+  @property
+  def resumed(self):
+    """Whether an earlier run of this command is gone on from."""
+    return self.data is not None
+
+  def _resumed(self):
+    """The record of an earlier run of this command (same tasks and
+    hparams but RUN_SETTINGS) to go on from; None for a new run. One
+    with other hparams is refused unless --overwrite (start over)."""
+    config, path = self.config, self.path
+    if config.overwrite or not storage.exists(path):
+      return None
+    try:
+      record = read_json(path)
+    except UserError as e:
+      raise UserError(f"{e} (the record of an earlier run: pass "
+                      "--overwrite to start over)") from None
+    if not (isinstance(record, dict) and isinstance(record.get("config"),
+                                                    dict) and
+            isinstance(record.get("trials"), list)):
+      raise UserError(f"{path} is not a record of trials: pass --overwrite "
+                      "to start over")
+    saved = record["config"]
+    changes = [(k, saved[k], v) for k, v in config.run_hparams().items()
+               if k in saved and saved[k] != v]
+    if changes:
+      shown = ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in changes[:4])
+      more = f" (+{len(changes) - 4} more)" if len(changes) > 4 else ""
+      raise UserError(f"{path} records a run of these tasks with other "
+                      f"hparams: {shown}{more}; run it with its own to go "
+                      "on, or pass --overwrite to start over (nothing was "
+                      "written)")
+    return record
+
+  def start(self):
+    """The run's record: resumed (finished trials kept; when the kept
+    model on disk is not the one recorded, as after a kill between the
+    two writes, from that trial on) or new. Written at once, so that the
+    files this run writes are known to be its own."""
+    config, record = self.config, self.data
+    if record is None:
+      record = {"run": uuid.uuid4().hex, "config": config.run_hparams(),
+                "trials": [], "kept": None, "results_file": ""}
+    kept = record.get("kept")
+    if kept and kept["trial"] < len(record["trials"]):
+      path = self.paths.kept_model_path()
+      on_disk = (finetuned_files.load(path).info if
+                 finetuned_files.is_finetuned(path) else {})
+      if (on_disk.get("run"), on_disk.get("trial")) != (record["run"],
+                                                          kept["trial"]):
+        print(f"note: {path} is not trial {kept['trial'] + 1}'s model as "
+              "recorded (interrupted while keeping it): from that trial on "
+              "again", flush=True)
+        record["trials"] = record["trials"][:kept["trial"]]
+        record["kept"] = None
+    self.data = record
+    self.write()
+    return record
+
+  def write(self):
+    storage.makedirs(self.config.output_dir)
+    outputs.write_text(self.path, json.dumps(self.data, indent=2))
+
+  def score(self, results):
+    """The dev score that picks the best trial: the mean of the tasks'
+    headline metrics (NaN counts as the worst); None without dev results."""
+    values = [results[t.name].get(t.metric) for t in self.tasks
+              if t.name in results]
+    values = [v for v in values if v is not None]
+    if not values:
+      return None
+    score = float(np.mean(values))
+    return score if np.isfinite(score) else -math.inf
+
+  def keep(self, model, trial, results):
+    """Writes the trial's model to the kept model's path when keep_model
+    asks: always (last), when its dev score beats the kept one's (best;
+    the last when there is no dev score), never (none)."""
+    config = self.config
+    if config.keep_model == "none" or not config.do_train:
+      return
+    score, kept = self.score(results), self.data.get("kept")
+    if (config.keep_model == "best" and kept is not None and
+        score is not None and kept.get("score") is not None and
+        not score > kept["score"]):
+      return
+    path = self.paths.kept_model_path()
+    finetuned_files.save(
+        path, finetuning_config=config,
+        tasks={t.name: t.model_info() for t in self.tasks},
+        encoder={s.name: s.value() for s in encoder_slots(model.encoder)},
+        heads={t.name: head_weights(model.heads[t.name]) for t in self.tasks},
+        info=dict(trial=trial, seed=config.seed + trial, results=results,
+                  kept=config.keep_model, score=score,
+                  run=self.data["run"]),
+        overwrite=True,  # this run's own (checked before any work)
+        **self._saved)
+    self.data["kept"] = {"trial": trial, "score": score}
+    why = ("" if score is None else
+           f", dev score {score:.4f}" if config.keep_model == "best" else "")
+    print(f"kept trial {trial + 1}'s model{why}: {path}", flush=True)
+
+  def write_results(self, trials, summary, done):
+    """The results file of `trials`: written anew when this run finished
+    some (`done` were recorded before it) or the recorded one is gone,
+    else the recorded one. Returns its path."""
+    config, kept = self.config, self.data.get("kept")
+    out = {"tasks": config.tasks, "num_trials": config.num_trials,
+           "summary": summary, "trials": trials}
+    if kept:
+      out["kept_model"] = {"path": self.paths.kept_model_path(),
+                           "trial": kept["trial"], "keep": config.keep_model}
+    path = self.data.get("results_file")
+    if len(trials) > done or not (path and storage.exists(path)):
+      path = self.paths.results_path()
+      outputs.write_text(path, json.dumps(out, indent=2))
+      self.data["results_file"] = path
+      self.write()
+    return path
