@@ -205,8 +205,8 @@ def build_ours(kind, precision, args, features):
     return time.perf_counter() - start, loss
 
   def evaluate():
-    """runner.predictor.predict: each call makes (and traces) its own
-    tf.function, as each dev-set evaluation of a run does."""
+    """runner.predictor.predict, as each dev-set evaluation of a run: its
+    step is traced once per run (here by the warm-up call), then reused."""
     with contextlib.redirect_stdout(open(os.devnull, "w")):
       start = time.perf_counter()
       scorer, _ = runner.predictor.predict(model, task, "dev")

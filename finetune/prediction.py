@@ -12,12 +12,14 @@ from training.progress import Progress
 
 class Predictor:
   """Runs a model over a split of the run's TaskData in eval batches, one
-  traced step per model and task."""
+  traced step per task and model shape for the whole run: the step takes
+  the weights as arguments (Keras' stateless_call), so every trial's
+  model, of the same shape, reuses the first one's trace."""
 
   def __init__(self, config, data):
     self.config = config
     self.data = data
-    self._eval_steps = {}  # task -> (model, its traced eval step)
+    self._eval_steps = {}  # (task, variables' shapes) -> traced eval step
 
   def call_once(self, model, task, split):
     """Calls the model on one row of a split, so that every variable
@@ -34,12 +36,14 @@ class Predictor:
     inputs = model_inputs(features)
     n = len(inputs["input_ids"])
     step = self._eval_step(model, task.name)
+    weights = [[tf.convert_to_tensor(v) for v in variables] for variables in
+               (model.trainable_variables, model.non_trainable_variables)]
     losses = []
     progress = Progress(f"{split} {task.name}", n, "examples", sys.stdout)
     for begin in range(0, n, config.eval_batch_size):
       batch = {k: v[begin:begin + config.eval_batch_size]
                for k, v in inputs.items()}
-      out = {k: v.numpy() for k, v in step(batch).items()}
+      out = {k: v.numpy() for k, v in step(*weights, batch).items()}
       losses.append(out.pop("loss"))
       scorer.update(out)
       progress.update(min(begin + config.eval_batch_size, n))
@@ -48,18 +52,22 @@ class Predictor:
                     else float("nan"))
 
   def _eval_step(self, model, task_name):
-    """The model's traced eval step for a task, made once per model (dev,
-    test and predict files reuse it instead of tracing again)."""
-    cached = self._eval_steps.get(task_name)
-    if cached is None or cached[0] is not model:
+    """The traced eval step for a task and this model's shape, made once
+    (dev, test, predict files and later trials reuse it)."""
+    key = (task_name, tuple((tuple(v.shape), v.dtype) for v in model.variables))
+    step = self._eval_steps.get(key)
+    if step is None:
+      template = model  # its layers run; the weights come as arguments
 
       @tf.function(reduce_retracing=True)
-      def step(batch):
-        loss, outputs = model(batch, task_name=task_name, training=False)
+      def step(trainable, non_trainable, batch):
+        (loss, outputs), _ = template.stateless_call(
+            trainable, non_trainable, batch, task_name=task_name,
+            training=False)
         return dict(outputs, loss=loss)
 
-      cached = self._eval_steps[task_name] = (model, step)
-    return cached[1]
+      self._eval_steps[key] = step
+    return step
 
   def head_outputs(self, model, task, split):
     """The model's outputs on a split's rows (through predict):

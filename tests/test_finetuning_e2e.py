@@ -104,6 +104,37 @@ def test_encoder_starts_from_the_discriminator(pretrained):
                                   reader.get_tensor(key))
 
 
+def test_one_eval_trace_serves_every_trial(pretrained):
+  """The eval step is traced once for a run: a later trial's model (another
+  seed, so another head) goes through the same step, with no new trace, and
+  gets the loss the model itself computes."""
+  from configure_finetuning import FinetuningConfig
+  from finetune.featurization import model_inputs
+  from finetune.trainer import FinetuningRunner
+  config = FinetuningConfig(data_dir=pretrained, model_name="pre",
+                            task_names="rte", **QUICK)
+  runner = FinetuningRunner(config)
+  task, predictor = runner.tasks[0], runner.predictor
+  _, features = runner.data.examples_and_features(task, "dev")
+  inputs = model_inputs(features)
+  size = config.eval_batch_size
+  steps, losses, traces = [], [], []
+  for seed in (0, 1):
+    model = runner._build(seed)  # pylint: disable=protected-access
+    _, loss = predictor.predict(model, task, "dev")
+    steps.append(predictor._eval_step(  # pylint: disable=protected-access
+        model, task.name))
+    traces.append(steps[-1].experimental_get_tracing_count())
+    direct = np.concatenate([np.asarray(model(
+        {k: v[i:i + size] for k, v in inputs.items()}, task_name=task.name,
+        training=False)[0]) for i in range(0, len(inputs["input_ids"]),
+                                           size)])
+    assert loss == pytest.approx(float(np.mean(direct)), rel=1e-5)
+    losses.append(loss)
+  assert steps[0] is steps[1] and traces[1] == traces[0]  # none new
+  assert losses[0] != losses[1]  # two models, not one seen twice
+
+
 def expect_error(capsys, argv, match):
   line = error_line(run_finetuning.main, argv, capsys)
   assert re.search(match, line), line
