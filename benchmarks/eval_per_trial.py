@@ -1,0 +1,64 @@
+"""Dev-set evaluation per fine-tuning trial, as run_finetuning.py runs it:
+the first trial's (which traces the eval step) and two later trials' (new
+models of the same shape; finetune/prediction.py reuses the trace).
+
+  python benchmarks/eval_per_trial.py [--size small] [--eval-examples 277]
+
+SST-2 dev rows, seq 128, batch 32, from a random transformers ELECTRA of
+the preset's sizes (benchmarks/finetune_throughput.py's set-up); float32
+and bfloat16. Run it at two commits to compare them.
+"""
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+import time
+import types
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+from util.tf_quiet import tensorflow_script  # noqa: E402
+
+tensorflow_script("benchmarks/eval_per_trial.py")
+
+from benchmarks import finetune_throughput as ft  # noqa: E402
+from util.machine import cpu_kind  # noqa: E402
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  p.add_argument("--size", default="small")
+  p.add_argument("--eval-examples", type=int, default=277)
+  p.add_argument("--trials", type=int, default=3)
+  a = p.parse_args(argv)
+  work = tempfile.mkdtemp()
+  args = types.SimpleNamespace(
+      size=a.size, vocab_size=30522, batch_size=32, seq_len=128,
+      squad_seq_len=384, eval_examples=a.eval_examples,
+      squad_eval_examples=32, work_dir=work,
+      vocab_file=os.path.join(ft.SHARED, "vocab",
+                              "bert-base-uncased-vocab.txt"))
+  args.pretrained = ft.write_pretrained(work, args)
+  args.raw_dir = ft.write_raw_data(work)
+  for precision in ("float32", "bfloat16"):
+    runner = ft.make_runner("glue", precision, args)
+    task = runner.tasks[0]
+    runner.data.examples_and_features(task, "dev")  # featurized once
+    times = []
+    for seed in range(a.trials):
+      model = runner._build(seed)  # noqa: SLF001 (as a trial builds it)
+      with contextlib.redirect_stdout(open(os.devnull, "w")):
+        start = time.perf_counter()
+        runner.predictor.predict(model, task, "dev")
+        times.append(time.perf_counter() - start)
+    print(f"{a.size} {precision}: SST-2 dev ({a.eval_examples} rows) per "
+          "trial: " + ", ".join(f"{t:.2f} s" for t in times) +
+          f"  [{cpu_kind()}]", flush=True)
+
+
+if __name__ == "__main__":
+  main()
