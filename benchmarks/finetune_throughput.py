@@ -45,10 +45,10 @@ taken back to back), the steadier figure on a loaded machine. Three
 figures per task:
   train         steps/s of the train step
   eval          examples/s of a dev-set evaluation as each side runs it;
-                ours is Predictor.predict, which makes a new
-                tf.function per call and so traces once per evaluation
-                (seconds printed; a full dev set amortizes it); timed
-                once (transformers: = eval_forward)
+                ours is Predictor.predict, timed once, as a run's first
+                evaluation: its step is traced then, once per run (later
+                trials reuse it; benchmarks/eval_per_trial.py)
+                (transformers: = eval_forward)
   eval_forward  the dev rows' forward passes alone, warm (ours: predict's
                 step function traced once; transformers: = eval)
 `--json` writes {"machine", "summary": {task: {train|eval|eval_forward:
@@ -346,7 +346,7 @@ def time_sides(kind, sides, args):
       seconds, out[impl]["loss"] = side["train"](steps)
       times[impl]["train"].append(seconds)
       release_memory()
-  for impl, side in sides.items():  # ours: predict() traces per call
+  for impl, side in sides.items():  # ours: a run's first evaluation
     if side["evaluate"] is not side["forward"]:
       times[impl]["evaluate"].append(side["evaluate"]())
   for _ in range(args.loops):
@@ -467,7 +467,7 @@ def print_summary(summary, entries, args, machine):
         f"precision; {args.size} preset, batch {args.batch_size}; "
         f"CPU: {machine}\n  (train: steps/s of the train step; eval: "
         "examples/s of a dev-set evaluation as the runner does it, ours "
-        "incl. the trace each predict() call makes; eval_forward: the "
+        "incl. its step's one trace per run; eval_forward: the "
         "forward passes alone, warm)")
   for kind, phases in summary.items():
     seq = args.seq_len if kind == "glue" else args.squad_seq_len
@@ -492,12 +492,12 @@ def fmt_ratios(ratios):
 
 
 def trace_note(entry):
-  """Ours: the seconds predict() spends beyond its forward passes (its
-  per-call trace), which a full dev set amortizes."""
+  """Ours: the seconds a run's first predict() spends beyond its forward
+  passes (mostly its step's trace, once per run)."""
   if entry["impl"] != "ours":
     return ""
-  return (f"; predict's own trace etc. ~{entry['eval_predict_overhead_s']:.1f}"
-          " s per evaluation")
+  return (f"; the first evaluation's trace etc. "
+          f"~{entry['eval_predict_overhead_s']:.1f} s")
 
 
 def main(argv=None):
