@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from comparison import plan as P
+from comparison import plan
 from comparison import report
 from comparison.config import ComparisonConfig
 from comparison.plan import objective_names
@@ -54,7 +54,7 @@ def test_every_objective_spends_the_budget(budget):
                                                   30)):
     c = config(objectives=names, model_size=size, budget_flops=budget * scale)
     budget_here = budget * scale
-    _, runs = P.plan_runs(c, vocab_size=8000)
+    _, runs = plan.plan_runs(c, vocab_size=8000)
     for run in runs:
       pretrain_config = apply_overrides(PretrainingConfig(), run.hparams)
       pretrain_config.vocab_size = 8000
@@ -67,20 +67,20 @@ def test_every_objective_spends_the_budget(budget):
       assert pretrain_config.save_checkpoints_secs > 0  # resume points between them
   # A costlier step buys fewer steps: BERT's is the cheapest.
   c = config(objectives="mlm,electra,script", budget_flops=1e14)
-  steps = {r.name: r.steps for r in P.plan_runs(c, 8000)[1]}
+  steps = {r.name: r.steps for r in plan.plan_runs(c, 8000)[1]}
   assert steps["mlm"] > steps["electra"] > steps["script"]
 
 
 def test_ablations_share_electras_preset_and_aliases_resolve():
-  values = P.preset("replace_mlm", "small")
+  values = plan.preset("replace_mlm", "small")
   assert values["objective"] == "replace_mlm"
-  assert values["learning_rate"] == P.preset("electra", "small")[
+  assert values["learning_rate"] == plan.preset("electra", "small")[
       "learning_rate"]
-  assert P.preset("bert", "tiny")["objective"] == "mlm"
+  assert plan.preset("bert", "tiny")["objective"] == "mlm"
   with pytest.raises(UserError, match="unknown objective 'gpt'"):
-    P.preset("gpt", "tiny")
+    plan.preset("gpt", "tiny")
   with pytest.raises(UserError, match="no preset for ale at model_size tiny"):
-    P.preset("ale", "tiny")
+    plan.preset("ale", "tiny")
 
 
 def test_a_new_preset_file_is_found(tmp_path, monkeypatch):
@@ -89,11 +89,11 @@ def test_a_new_preset_file_is_found(tmp_path, monkeypatch):
   (tmp_path / "electra_tiny.json").write_text('{"temperature": 1.0}')
   (tmp_path / "mine_tiny.json").write_text(
       '{"objective": "electra", "temperature": 2.0}')
-  monkeypatch.setattr(P, "PRESETS", str(tmp_path))
-  assert P.preset("mine", "tiny") == {"objective": "electra",
-                                      "temperature": 2.0}
-  assert P.preset("electra_15", "tiny") == {"objective": "electra_15",
-                                            "temperature": 1.0}
+  monkeypatch.setattr(plan, "PRESETS", str(tmp_path))
+  assert plan.preset("mine", "tiny") == {"objective": "electra",
+                                         "temperature": 2.0}
+  assert plan.preset("electra_15", "tiny") == {"objective": "electra_15",
+                                               "temperature": 1.0}
 
 
 def test_bad_flags_are_one_line_before_any_work(tmp_path):
@@ -123,7 +123,7 @@ def test_dry_run_plans_from_the_vocabulary_and_writes_nothing(tmp_path):
   c = config(objectives="mlm,electra", budget_flops=1e13)
   with open(os.path.join(ROOT, "sample_data", "vocab_8k.txt")) as f:
     vocab_size = sum(1 for _ in f)
-  assert P.format_plan(*P.plan_runs(c, vocab_size)) in result.stdout
+  assert plan.format_plan(*plan.plan_runs(c, vocab_size)) in result.stdout
 
 
 def test_harness_end_to_end_and_resume(tmp_path):
@@ -237,7 +237,7 @@ def test_margins_over_bert_count_only_beyond_the_seed_spread():
 def test_pretraining_seeds_plan_one_run_each_with_its_own_seed():
   c = config(objectives="mlm:2,electra,electra_15:1", pretrain_seeds=2,
              budget_flops=1e14)
-  _, runs = P.plan_runs(c, 8000)
+  _, runs = plan.plan_runs(c, 8000)
   # Every objective's first run, then the second ones.
   assert [(r.name, r.objective, r.pretrain_seed) for r in runs] == [
       ("mlm", "mlm", 1), ("electra", "electra", 1),
@@ -270,7 +270,7 @@ def test_scores_pool_pretraining_and_finetuning_seeds():
   of the GLUE mean; w/o STS-B drops STS-B from each pair's mean."""
   c = config(objectives="mlm:2", tasks="sts,rte,chunk", seeds=2,
              budget_flops=1e14, num_checkpoints=1)
-  _, runs = P.plan_runs(c, 8000)
+  _, runs = plan.plan_runs(c, 8000)
   step = runs[0].steps
   scores = {("mlm", 1): (30.0, 50.0, 80.0), ("mlm", 2): (40.0, 54.0, 82.0),
             ("mlm.seed2", 1): (70.0, 52.0, 84.0),
@@ -318,7 +318,7 @@ def test_blimp_jobs_own_estimator_and_the_same_one_for_all(tmp_path):
   from comparison import runner
   c = config(objectives="mlm,electra,replace_mlm", budget_flops=1e14,
              blimp_dir=str(tmp_path), tasks="")
-  _, runs = P.plan_runs(c, 8000)
+  _, runs = plan.plan_runs(c, 8000)
   jobs = {r.name: runner.blimp_jobs(c, r) for r in runs}
   # BERT's own estimator is mlm; Replace MLM has none of its own.
   assert jobs == {"mlm": [("", "mlm")],
