@@ -178,7 +178,10 @@ class SelfAttention(layers.Layer):
       probs = self.dropout(probs, training=training)
       context = ops.einsum("bnts,bsnh->btnh", probs, v)
     else:
-      context = ops.dot_product_attention(q, k, v, mask=mask)
+      # cuDNN's fused kernel refuses a [B, 1, 1, T] mask; Keras would log a
+      # traceback per traced layer, then run XLA's attention: run it now.
+      context = ops.dot_product_attention(q, k, v, mask=mask,
+                                          flash_attention=False)
     return ops.reshape(context, (ops.shape(x)[0], ops.shape(x)[1],
                                  config.hidden_size))
 
