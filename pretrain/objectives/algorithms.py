@@ -26,6 +26,12 @@ from pretrain.objectives.base import Part
 from util.errors import UserError
 
 
+def same_size_generator(config):
+  """Whether the generator_* multipliers leave it the discriminator's size."""
+  return all(getattr(config, f"generator_{k}") in (None, 1.0) for k in
+             ("hidden_size", "ffn_size", "heads", "layers"))
+
+
 class Joint:
   """Generator and discriminator trained together, on one loss."""
 
@@ -99,9 +105,7 @@ class TwoStage(_TrainsGenerator):
   @classmethod
   def check_config(cls, config):
     super().check_config(config)
-    same_size = all(getattr(config, f"generator_{k}") in (None, 1.0) for k in
-                    ("hidden_size", "ffn_size", "heads", "layers"))
-    if not same_size:
+    if not same_size_generator(config):
       raise UserError("training_algorithm=two_stage initialises the "
                       "discriminator from the generator, so the generator_* "
                       "multipliers must be 1.0 (ELECTRA section 3.2)")

@@ -31,6 +31,7 @@ from pretrain.objectives.base import MAIN
 from pretrain.objectives.base import MASKED
 from pretrain.objectives.base import Part
 from pretrain.objectives.algorithms import algorithm_class
+from pretrain.objectives.algorithms import same_size_generator
 from pretrain.objectives.base import PretrainingModel
 from pretrain.objectives.generators import FixedGenerator
 from pretrain.objectives.generators import MaskedLMGenerator
@@ -113,9 +114,7 @@ class ElectraModel(PretrainingModel):
   @classmethod
   def check_config(cls, config):
     """Generator options that cannot work together, named."""
-    same_size = all(getattr(config, f"generator_{k}") in (None, 1.0) for k in
-                    ("hidden_size", "ffn_size", "heads", "layers"))
-    if config.weight_sharing == "all" and not same_size:
+    if config.weight_sharing == "all" and not same_size_generator(config):
       raise UserError("weight_sharing=all (untied_generator=false) uses one "
                       "encoder for both, so the generator_* multipliers must "
                       "be 1.0")
