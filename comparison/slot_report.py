@@ -30,18 +30,38 @@ PAPER_TABLE_1 = {"BERT-Small": (1.4e18, 75.1), "ELECTRA-Small": (1.4e18, 79.9),
                  "ELECTRA-Small 6.25%": (8.9e16, 74.1)}
 
 
-def _read(files_at, slot_name):
-  slot_path = os.path.join(files_at, slot_name)
-  outputs_path = os.path.join(files_at, ft_arrays.OUTPUTS)
-  for path in (slot_path, outputs_path):
-    if not storage.exists(path):
-      raise UserError(f"{path} not found: is {files_at} a slot's returned "
-                      "folder with fine-tuning?")
-  slot = json.loads(storage.read_text(slot_path))
-  with storage.open_file(outputs_path, "rb") as f:
-    with np.load(f, allow_pickle=False) as data:
-      outputs = {k: data[k] for k in data.files}
-  return slot, outputs
+def read_records(folders):
+  """[(slot.json, pretraining entries by folder)] of each record folder, and
+  the dev outputs of all of them: a later folder's trial replaces an
+  earlier one's of the same model, task and seed (a second call that goes
+  on where the first stopped)."""
+  records, outputs, pretrained = [], {}, {}
+  for folder in folders:
+    slot_path = os.path.join(folder, "slot.json")
+    if not storage.exists(slot_path):
+      raise UserError(f"{slot_path} not found: is {folder} a slot's "
+                      "returned folder?")
+    slot = json.loads(storage.read_text(slot_path))
+    for entry in slot.get("objectives", []):
+      if entry["folder"] in pretrained:
+        raise UserError(f"{entry['folder']} was pretrained by two of the "
+                        f"records ({pretrained[entry['folder']][0]} and "
+                        f"{folder}): give a later slot its own seeds "
+                        "(--objectives NAME:A-B)")
+      pretrained[entry["folder"]] = (folder, dict(
+          entry, device=slot.get("device")))
+    outputs_path = os.path.join(folder, ft_arrays.OUTPUTS)
+    if storage.exists(outputs_path):
+      with storage.open_file(outputs_path, "rb") as f:
+        with np.load(f, allow_pickle=False) as data:
+          outputs.update({k: data[k] for k in data.files})
+    else:  # trials whose outputs were not kept are not counted
+      slot = dict(slot, finetune=[])
+    records.append(slot)
+  if not outputs:
+    raise UserError(f"no {ft_arrays.OUTPUTS} in {', '.join(folders)}: the "
+                    "slots did not fine-tune")
+  return records, {k: e for k, (_, e) in pretrained.items()}, outputs
 
 
 def score_outputs(meta, outputs, raw_data_dir, vocab_file):
@@ -118,27 +138,35 @@ def _size(record):
           else "small")
 
 
-def collect(files_at, finetune_meta, raw_data_dir="", vocab_file="",
-            pretrain_record=None, slot_name="slot.json"):
-  """results.json's dict; `pretrain_record`: the slot.json of the run that
-  pretrained the weights, when another run (--pretrained) fine-tuned
-  them; `slot_name`: the fine-tuning run's record in `files_at`."""
-  slot, outputs = _read(files_at, slot_name)
-  pretrain_record = pretrain_record or slot
+def _devices(records, key):
+  """'NVIDIA H200 (7 runs), ...': the devices of the records that ran
+  `key` ("objectives": pretraining runs, "finetune": fine-tuning trials)."""
+  counts = {}
+  for r in records:
+    if r.get(key):
+      counts[r.get("device")] = counts.get(r.get("device"), 0) + len(r[key])
+  return ", ".join(f"{d} ({n} {'runs' if key == 'objectives' else 'trials'})"
+                   for d, n in counts.items())
+
+
+def collect(folders, finetune_meta, raw_data_dir="", vocab_file=""):
+  """results.json's dict from the record folders of one or more slots (a
+  slot.json each, finetune_outputs.npz where it fine-tuned): the runs
+  they pretrained, the dev outputs they returned."""
+  records, pretrained, outputs = read_records(folders)
   config, scores, task_objects = score_outputs(finetune_meta, outputs,
                                                raw_data_dir, vocab_file)
   tasks = list(finetune_meta["tasks"])
   scores, left_out = complete_seeds(scores, tasks)
   seeds = sorted({s for by_seed in scores.values() for s in by_seed})
-  pretrained = {e["folder"]: e for e in pretrain_record.get("objectives",
-                                                           [])}
-  results = {"machine": f"pretrained on {pretrain_record.get('device')}, "
-             f"fine-tuned on {slot.get('device') or pretrain_record.get('device')} "
-             f"(jax {slot.get('jax') or pretrain_record.get('jax')}); "
-             f"scored on {cpu_kind()}",
+  lead = next((r for r in records if r.get("objectives")), records[0])
+  jax_versions = sorted({r["jax"] for r in records if r.get("jax")})
+  results = {"machine": f"pretrained on {_devices(records, 'objectives')}, "
+             f"fine-tuned on {_devices(records, 'finetune')} "
+             f"(jax {', '.join(jax_versions)}); scored on {cpu_kind()}",
              "budget_flops": max((e.get("train_flops", 0)
                                   for e in pretrained.values()), default=0),
-             "model_size": _size(pretrain_record),
+             "model_size": _size(lead),
              "tasks": tasks, "seeds": len(seeds),
              "finetune_trials_left_out": left_out,
              "finetune_hparams": {k: finetune_meta["config"][k] for k in (
@@ -146,26 +174,29 @@ def collect(files_at, finetune_meta, raw_data_dir="", vocab_file="",
                  "train_examples_limit", "max_seq_length")},
              "finetune_steps": {t: e["train_steps"] for t, e in
                                 finetune_meta["tasks"].items()},
-             "objectives": {}, "slot": {k: pretrain_record.get(k) for k in (
+             "objectives": {}, "slot": [{k: r.get(k) for k in (
                  "device", "peak_bf16_tflops", "hf_pytorch_electra",
-                 "targets")},
-             "finetune_trials": slot.get("finetune", [])}
+                 "targets")} for r in records if r.get("objectives")],
+             "finetune_trials": [dict(t, device=r.get("device"))
+                                 for r in records
+                                 for t in r.get("finetune", [])]}
   groups = {}  # objective as written -> its runs' folders (pretrain seeds)
   for folder in scores:
     entry = pretrained.get(folder, {})
     name = entry.get("written") or entry.get("objective") or folder
     groups.setdefault(name, []).append(folder)
-  for name, folders in groups.items():
-    folders.sort(key=lambda f: pretrained.get(f, {}).get("pretrain_seed", 1))
-    first = pretrained.get(folders[0], {})
+  for name, runs_of in groups.items():
+    runs_of.sort(key=lambda f: pretrained.get(f, {}).get("pretrain_seed", 1))
+    first = pretrained.get(runs_of[0], {})
     summary = report.summarize(tasks, {
-        (folder, seed): s for folder in folders
+        (folder, seed): s for folder in runs_of
         for seed, s in scores[folder].items()})
-    runs = [pretrained.get(f, {}) for f in folders]
+    runs = [pretrained.get(f, {}) for f in runs_of]
     results["objectives"][name] = dict(
         summary, steps=first.get("steps", "-"),
         flops=first.get("train_flops"), matmul_flops=first.get("model_flops"),
-        pretrain_seeds=len(folders), runs=folders,
+        pretrain_seeds=len(runs_of), runs=runs_of,
+        devices=[r.get("device") for r in runs],
         eval=[r.get("eval", {}) for r in runs],
         curves=[r.get("curve", []) for r in runs],
         checkpoints=_checkpoints(runs, summary),

@@ -1,10 +1,10 @@
-"""collect_gpu_slot.py's work: a slot's returned folder scored on the CPU,
-its records and dev outputs copied beside the report."""
+"""collect_gpu_slot.py's work: one or more slots' returned folders scored
+together on the CPU, each one's records and dev outputs copied beside the
+report (records/1, records/2, ... in the order given)."""
 
 import argparse
 import json
 import os
-import shutil
 
 from comparison import report
 from comparison import slot_report
@@ -12,14 +12,18 @@ from finetune import arrays as ft_arrays
 from util import storage
 from util.errors import UserError
 
-RECORDS = ("slot.json", "slot.log")
+RECORDS = ("slot.json", "slot.log", ft_arrays.OUTPUTS)
+RECORDS_DIR = "records"
 
 
 def parse_args(argv, description=None):
   """argv parsed; `description` is the script's (its --help)."""
   p = argparse.ArgumentParser(description=description, allow_abbrev=False)
-  p.add_argument("files_at", help="the slot run's returned folder, or a "
-                 "folder this script wrote (scored again)")
+  p.add_argument("files_at", nargs="+",
+                 help="a slot run's returned folder, or a folder this script "
+                 "wrote (scored again); several: their runs together, a "
+                 "later folder's trial replacing an earlier one's of the same "
+                 "model, task and seed")
   p.add_argument("--output-dir", required=True)
   p.add_argument("--finetune-data", default="",
                  help="default: FILES_AT's finetune.json when it has one, "
@@ -28,36 +32,30 @@ def parse_args(argv, description=None):
                  help="default: the export's raw_data_dir")
   p.add_argument("--vocab-file", default="",
                  help="default: the export's vocab_file")
-  p.add_argument("--pretrain-files", default="",
-                 help="the returned folder of the run that pretrained the "
-                 "weights, when FILES_AT only fine-tuned them (--pretrained)")
   return p.parse_args(argv)
 
 
 def collect(args):
   """results.json, results.md and the plots in --output-dir, with the
   records that score them again; prints the table, returns 0."""
-  slot_name, pretrain_path, meta_path = _inputs(args)
+  folders = [f for at in args.files_at for f in _record_folders(at)]
+  meta_path = _meta_path(args)
   meta = json.loads(storage.read_text(meta_path))
-  record = (json.loads(storage.read_text(pretrain_path)) if pretrain_path
-            else None)
-  results = slot_report.collect(args.files_at, meta, args.glue_dir,
-                                args.vocab_file, record, slot_name)
+  results = slot_report.collect(folders, meta, args.glue_dir,
+                                args.vocab_file)
   out = args.output_dir
-  os.makedirs(out, exist_ok=True)
-  # The records and the dev outputs, so that the table can be scored again.
-  copies = [(os.path.join(args.files_at, n), n) for n in RECORDS + (
-      ft_arrays.OUTPUTS,)]
-  if pretrain_path:  # two runs: each one's records, named by phase
-    folders = {"pretrain": os.path.dirname(pretrain_path),
-               "finetune": args.files_at}
-    copies = [(os.path.join(args.files_at, ft_arrays.OUTPUTS),
-               ft_arrays.OUTPUTS)] + [
-        (os.path.join(folders[phase], name if slot_name == "slot.json"
-                      else f"{phase}_{name}"), f"{phase}_{name}")
-        for phase in folders for name in RECORDS]
-  for source, name in copies + [(meta_path, "finetune.json")]:
-    _copy(source, os.path.join(out, name))
+  # Everything read before anything is written: the output may be one of
+  # the inputs (scored again in place).
+  copies = {os.path.join(out, "finetune.json"): storage.read_bytes(meta_path)}
+  for k, folder in enumerate(folders, 1):
+    for name in RECORDS:
+      if storage.exists(os.path.join(folder, name)):
+        copies[os.path.join(out, RECORDS_DIR, str(k), name)] = (
+            storage.read_bytes(os.path.join(folder, name)))
+  for path, data in copies.items():
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+      f.write(data)
   with open(os.path.join(out, "results.json"), "w") as f:
     json.dump(results, f, indent=2)
   report.plot(results, os.path.join(out, "glue_vs_flops.png"),
@@ -69,30 +67,27 @@ def collect(args):
   return 0
 
 
-def _inputs(args):
-  """(fine-tuning record name, pretraining record path or "", fine-tuning
-  meta path): FILES_AT is a slot's returned folder, or one `collect`
-  wrote (it holds finetune.json, and records named by phase when two runs
-  made it), scored again from its committed records."""
-  def at(name):
-    return os.path.join(args.files_at, name)
-  two_runs = storage.exists(at("finetune_slot.json"))
-  pretrain = (at("pretrain_slot.json") if two_runs else
-              os.path.join(args.pretrain_files, "slot.json")
-              if args.pretrain_files else "")
-  meta = (os.path.join(args.finetune_data, "finetune.json")
-          if args.finetune_data else at("finetune.json")
-          if storage.exists(at("finetune.json")) else
+def _record_folders(files_at):
+  """A returned folder (its slot.json), or the numbered record folders of
+  one this script wrote."""
+  written = os.path.join(files_at, RECORDS_DIR)
+  if storage.isdir(written):
+    return [os.path.join(written, k) for k in sorted(
+        storage.listdir(written), key=lambda k: int(k) if k.isdigit() else 0)]
+  if not storage.exists(os.path.join(files_at, "slot.json")):
+    raise UserError(f"{files_at} holds no slot.json: not a slot's returned "
+                    f"folder nor one collect_gpu_slot.py wrote")
+  return [files_at]
+
+
+def _meta_path(args):
+  """The fine-tuning arrays' finetune.json the slots ran on."""
+  written = [os.path.join(at, "finetune.json") for at in args.files_at
+             if storage.exists(os.path.join(at, "finetune.json"))]
+  path = (os.path.join(args.finetune_data, "finetune.json")
+          if args.finetune_data else written[0] if written else
           ".slot_data/finetune/finetune.json")
-  for path, why in ((pretrain, "the pretraining run's record"),
-                    (meta, "the fine-tuning arrays the slot ran on "
-                     "(prepare_gpu_slot.py --glue-dir)")):
-    if path and not storage.exists(path):
-      raise UserError(f"{path} not found: {why}")
-  return ("finetune_slot.json" if two_runs else "slot.json"), pretrain, meta
-
-
-def _copy(source, target):
-  if os.path.exists(source) and not (
-      os.path.exists(target) and os.path.samefile(source, target)):
-    shutil.copyfile(source, target)
+  if not storage.exists(path):
+    raise UserError(f"{path} not found: the fine-tuning arrays the slot ran "
+                    "on (prepare_gpu_slot.py --glue-dir)")
+  return path

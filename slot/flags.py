@@ -13,7 +13,8 @@ def parse_args(argv, description=None):
   p.add_argument("--size", default="small", help="configs/<obj>_<size>.json")
   p.add_argument("--objectives", default="electra,mlm",
                  help="NAME[:K],...: K pretraining seeds of NAME (any "
-                 "objective, its preset as run_comparison.py picks it)")
+                 "objective, its preset as run_comparison.py picks it); "
+                 "NAME:A-B: its seeds A to B")
   p.add_argument("--budget-flops", type=float, default=0,
                  help="train FLOPs per run (appendix E); 0: equal FLOPs "
                  "sized from the measured speeds and --train-seconds")

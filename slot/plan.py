@@ -37,11 +37,14 @@ def slot_config(name, args, arrays, model_dir, pretrain_seed=1):
 
 
 def plan(args):
-  """[(name, objective as written, pretrain seed K, folder)], seed-major."""
+  """[(name, objective as written, pretrain seed K, folder)], seed-major;
+  NAME:K is seeds 1..K, NAME:A-B seeds A..B (a later slot adds seeds)."""
   runs = []
   for item in args.objectives.split(","):
     name, _, seeds = item.strip().partition(":")
-    for k in range(1, int(seeds or 1) + 1):
+    first, _, last = (seeds or "1").partition("-")
+    first, last = (int(first), int(last)) if last else (1, int(first))
+    for k in range(first, last + 1):
       paper = {"mlm": "bert", "bert": "bert"}.get(name, name)
       folder = f"{paper}_{args.size}" + (f".seed{k}" if k > 1 else "")
       runs.append((f"{name}.seed{k}" if k > 1 else name, name, k, folder))

@@ -208,8 +208,57 @@ def test_collect_scores_with_each_tasks_metric(slot_run, tmp_path):
   with open(os.path.join(target, "results.json")) as f:
     assert json.load(f) == results
   for name in ("glue_vs_flops.png", "pretrain_curves.png",
-               "finetune_outputs.npz", "slot.json", "finetune.json"):
+               "records/1/finetune_outputs.npz", "records/1/slot.json",
+               "finetune.json"):
     assert os.path.getsize(os.path.join(target, name)) > 0
+
+
+def test_collect_joins_slots_a_later_trial_replacing_an_earlier(
+    slot_run, tmp_path, capsys):
+  """A first call that pretrained and fine-tuned seed 1234, a second
+  (--pretrained) that fine-tuned seed 1235 and redid one 1234 trial: scored
+  together as one run of both seeds, the redone trial's outputs counting."""
+  import collect_gpu_slot  # pylint: disable=g-import-not-at-top
+  from sklearn.metrics import accuracy_score  # pylint: disable=g-import-not-at-top
+  out, result, _ = slot_run
+  arrays = os.path.join(os.path.dirname(out), "arrays", "finetune")
+  with np.load(os.path.join(out, "finetune_outputs.npz")) as data:
+    outputs = {k: data[k] for k in data.files}
+  redone = "electra_tiny/rte/1234/predictions"
+  first, second = tmp_path / "first", tmp_path / "second"
+  parts = {first: ({k: v for k, v in outputs.items() if "/1234/" in k},
+                   result),
+           second: (dict({k: v for k, v in outputs.items() if "/1235/" in k},
+                         **{redone: 1 - outputs[redone]}),
+                    {k: v for k, v in result.items() if k != "objectives"})}
+  for folder, (part, record) in parts.items():
+    folder.mkdir()
+    np.savez_compressed(folder / "finetune_outputs.npz", **part)
+    (folder / "slot.json").write_text(json.dumps(record))
+  target = str(tmp_path / "results")
+  assert collect_gpu_slot.main([str(first), str(second), "--output-dir",
+                                target, "--finetune-data", arrays]) == 0
+  with open(os.path.join(target, "results.json")) as f:
+    results = json.load(f)
+  assert results["seeds"] == 2
+  assert results["objectives"]["electra"]["steps"] == next(
+      e["steps"] for e in result["objectives"] if e["folder"] ==
+      "electra_tiny")
+  rte = _dev_gold("rte", 32)
+  assert results["objectives"]["electra"]["tasks"]["rte"]["seeds"][0] == (
+      pytest.approx(100 * accuracy_score(rte, 1 - outputs[redone])))
+  # Its records scored again from the folder it wrote, in the same order.
+  assert collect_gpu_slot.main([target, "--output-dir", target]) == 0
+  with open(os.path.join(target, "results.json")) as f:
+    assert json.load(f) == results
+  # Two records that pretrained the same run cannot be told apart.
+  (second / "slot.json").write_text(json.dumps(result))
+  with pytest.raises(SystemExit) as failed:
+    collect_gpu_slot.main([str(first), str(second), "--output-dir", target,
+                           "--finetune-data", arrays])
+  assert failed.value.code != 0
+  assert "electra_tiny was pretrained by two of the records" in (
+      capsys.readouterr().err)
 
 
 def test_only_seeds_every_model_finished_are_compared():
@@ -229,6 +278,12 @@ def test_only_seeds_every_model_finished_are_compared():
 def test_a_plan_of_objectives_and_seeds_at_a_fixed_budget():
   from slot import flags  # pylint: disable=g-import-not-at-top
   from slot import plan  # pylint: disable=g-import-not-at-top
+  later = flags.parse_args(["--out", "x", "--size", "tiny",
+                            "--objectives", "mlm:3-3,electra_15:2-3"])
+  assert plan.plan(later) == [
+      ("electra_15.seed2", "electra_15", 2, "electra_15_tiny.seed2"),
+      ("mlm.seed3", "mlm", 3, "bert_tiny.seed3"),
+      ("electra_15.seed3", "electra_15", 3, "electra_15_tiny.seed3")]
   args = flags.parse_args(["--out", "x", "--size", "tiny",
                            "--objectives", "mlm:2,electra,replace_mlm"])
   assert plan.plan(args) == [

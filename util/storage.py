@@ -66,6 +66,11 @@ def read_text(path):
     return f.read()
 
 
+def read_bytes(path):
+  with open_file(path, "rb") as f:
+    return f.read()
+
+
 def write_text_atomic(path, text):
   """Writes to a temporary name, then renames: readers never see half."""
   tmp = path + ".tmp"
