@@ -14,6 +14,7 @@ from finetune.model import model_config_for
 from finetune.model import pretrained_encoder_weights
 from loading.sources import find_pretrained
 from slot.measure import compile_all
+from util.errors import UserError
 
 
 def finetune_phase(args, clock, result, write, models):
@@ -31,6 +32,13 @@ def finetune_phase(args, clock, result, write, models):
                             "float32" if args.precision == "auto" else
                             args.precision)
   tasks = task_builder.get_tasks(config, None)
+  if args.finetune_tasks:
+    wanted = args.finetune_tasks.split(",")
+    unknown = sorted(set(wanted) - {t.name for t in tasks})
+    if unknown:
+      raise UserError(f"--finetune-tasks: {', '.join(unknown)} not in the "
+                      f"fine-tuning arrays ({', '.join(data.task_names)})")
+    tasks = [t for t in tasks if t.name in wanted]
   for task in tasks:
     task.restore_labels(data.meta["tasks"][task.name]["labels"])
   encoders, shapes = {}, {}
@@ -51,7 +59,7 @@ def finetune_phase(args, clock, result, write, models):
       finetuners[(key, task.name)] = JaxFinetuner(
           config, model_config, task, data, device, clock.log,
           chunk=args.finetune_chunk)
-  steps = {t: data.meta["tasks"][t]["train_steps"] for t in data.task_names}
+  steps = {t.name: data.meta["tasks"][t.name]["train_steps"] for t in tasks}
   clock.log(f"fine-tuning {', '.join(models)} on "
             f"{', '.join(t.name for t in tasks)} "
             f"({config.mixed_precision}, {args.finetune_seeds} seeds, "

@@ -50,6 +50,9 @@ def parse_args(argv, description=None):
   p.add_argument("--finetune-first-seed", type=int, default=1,
                  help="start at this fine-tuning seed (1-based): a later "
                  "call goes on where an earlier one stopped")
+  p.add_argument("--finetune-tasks", default="",
+                 help="TASK,...: only these of the arrays' tasks (a later "
+                 "call fills in the trials a time limit skipped)")
   p.add_argument("--finetune-chunk", type=int, default=50,
                  help="fine-tuning steps per jitted call")
   p.add_argument("--pretrained", action="append", default=[],

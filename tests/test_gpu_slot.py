@@ -138,6 +138,29 @@ def test_a_failure_keeps_what_was_measured(slot_run, tmp_path):
   assert result["peak_bf16_tflops"] > 0 and not result["tensorflow_imported"]
 
 
+def test_a_later_call_fills_in_one_task_and_seed(slot_run, tmp_path):
+  """--pretrained with --finetune-tasks and --finetune-first-seed: only the
+  trials a time limit skipped, the same dev outputs' names; an unknown task
+  is one line."""
+  arrays = os.path.join(os.path.dirname(slot_run[0]), "arrays")
+  out = str(tmp_path / "out")
+  env = slot_env(str(tmp_path), OUT=out, SLOT_USE_INSTALLED_KERAS="1",
+                 SLOT_DATA=arrays)
+  weights = os.path.join(slot_run[0], "electra_tiny")
+  done = run_slot(env, "--pretrained", weights, "--finetune-tasks", "rte",
+                  "--finetune-first-seed", "2", "--finetune-seeds", "2",
+                  "--precision", "bfloat16", timeout=600)
+  assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+  with np.load(os.path.join(out, "finetune_outputs.npz")) as data:
+    assert sorted({k.rsplit("/", 1)[0] for k in data.files}) == [
+        "electra_tiny/rte/1235"]
+  done = run_slot(env, "--pretrained", weights, "--finetune-tasks",
+                  "rte,mnli", timeout=300)
+  assert done.returncode == 2
+  assert "error: --finetune-tasks: mnli not in the fine-tuning arrays" in (
+      done.stdout + done.stderr)
+
+
 def _dev_gold(task, n):
   """The first n dev labels of a GLUE slice, read straight from the TSV."""
   from tests.shared_data import SHARED  # pylint: disable=g-import-not-at-top
