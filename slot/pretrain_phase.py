@@ -53,8 +53,9 @@ def pretrain_phase(args, clock, result, write):
   runs = plan(args)
   weights_out = (args.weights_out == "yes" or
                  (args.weights_out == "auto" and len(runs) <= 2))
-  weights_root = args.out if weights_out else os.path.join(
-      tempfile.gettempdir(), "slot_weights")
+  # Kept on the slot for a later call on the warm machine (--pretrained),
+  # and copied to $OUT when they come back.
+  weights_root = os.path.join(tempfile.gettempdir(), "slot_weights")
   trainers, entries = {}, []
   for run_name, written, k, folder in runs:
     config = slot_config(written, args, arrays,
@@ -89,8 +90,8 @@ def pretrain_phase(args, clock, result, write):
   result["objectives"] = entries
   write()
 
-  budget = train_runs(args, clock, trainers, entries, peak, weights_root,
-                      write)
+  budget = train_runs(args, clock, trainers, entries, peak,
+                      args.out if weights_out else "", write)
 
   electra = next((e for e in entries if e["objective"] == "electra"), None)
   result["budget_flops"] = budget

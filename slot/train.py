@@ -1,6 +1,7 @@
 """The slot's runs trained at equal FLOPs, each then saved and evaluated."""
 
 import os
+import shutil
 import time
 
 from slot.plan import budget_steps
@@ -8,10 +9,11 @@ from slot.plan import equal_flops_steps
 from util.config import load_hparams
 
 
-def train_runs(args, clock, trainers, entries, peak, weights_root, write):
+def train_runs(args, clock, trainers, entries, peak, returned, write):
   """Trains each measured run for its share of the budget (held-out evals
-  at --checkpoints marks), writes its weights and evaluates it; returns
-  the train FLOPs per run."""
+  at --checkpoints marks), writes its weights (a copy in `returned` too,
+  when it is a folder) and evaluates it; returns the train FLOPs per
+  run."""
   if args.budget_flops:
     budget, steps = args.budget_flops, budget_steps(
         entries, args.budget_flops, args.chunk)
@@ -57,8 +59,14 @@ def train_runs(args, clock, trainers, entries, peak, weights_root, write):
                          dtype=args.weights_dtype,
                          extra={"slot": {k: entry[k] for k in (
                              "name", "steps", "train_flops")}})
-    entry["weights"] = [os.path.relpath(p, weights_root) for p in paths]
-    clock.log(f"wrote {len(paths)} files to {entry['folder']}/")
+    entry["weights"] = [os.path.relpath(p, os.path.dirname(
+        entry["weights_dir"])) for p in paths]
+    if returned:
+      shutil.copytree(entry["weights_dir"],
+                      os.path.join(returned, entry["folder"]),
+                      dirs_exist_ok=True)
+    clock.log(f"wrote {len(paths)} files to {entry['folder']}/" + (
+        " (and $OUT)" if returned else ""))
     write()
     entry["eval"] = trainer.evaluate()
     entry["curve"].append(dict(entry["eval"], flops=entry["train_flops"]))

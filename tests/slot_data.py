@@ -50,8 +50,9 @@ def slot_env(tmp, **extra):
   os.makedirs(os.path.join(blocked, "tensorflow"), exist_ok=True)
   with open(os.path.join(blocked, "tensorflow", "__init__.py"), "w") as f:
     f.write(BLOCKER)
+  # TMPDIR: the slot keeps its weights in TMPDIR/slot_weights.
   return dict(os.environ, PYTHONPATH=f"{blocked}:{ROOT}", JAX_PLATFORMS="cpu",
-              SLOT_PYTHON=sys.executable, **extra)
+              SLOT_PYTHON=sys.executable, TMPDIR=tmp, **extra)
 
 
 # Fine-tuning tasks for the slot: slices of the real RTE and STS-B.

@@ -3,6 +3,7 @@ end on the CPU with a micro model in bf16 mixed precision, TensorFlow
 blocked as on the slot; the weights it returns load on the CPU side
 (--init-checkpoint)."""
 
+import filecmp
 import json
 import os
 import subprocess
@@ -80,6 +81,13 @@ def test_the_command_measures_trains_and_reports(slot_run):
   assert os.path.isfile(os.path.join(out, "slot.log"))
   assert {os.path.relpath(os.path.dirname(f), out) for f in files} == {
       ".", "electra_tiny", "bert_tiny"}
+  # Also kept on the slot, where a later call on the warm machine finds them.
+  kept = os.path.join(os.path.dirname(out), "slot_weights")
+  for e in result["objectives"]:
+    assert e["weights_dir"] == os.path.join(kept, e["folder"])
+    for name in e["weights"]:
+      assert filecmp.cmp(os.path.join(kept, name), os.path.join(out, name),
+                         shallow=False)
 
 
 @pytest.mark.parametrize("folder,objective,roles", [
