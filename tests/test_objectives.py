@@ -420,6 +420,31 @@ def test_all_tokens_mlm_matches_numpy():
   np.testing.assert_allclose(out["main_loss"], main, **TOL)
   np.testing.assert_allclose(out["loss"],
                              model.config.gen_weight * mlm + main, **TOL)
+  # Its accuracy: the mixture's argmax, here over the whole vocabulary.
+  mixture = (copy[..., None] * (np.arange(softmax.shape[-1]) ==
+                                corrupt[..., None]) +
+             (1 - copy[..., None]) * softmax)
+  np.testing.assert_array_equal(out["main_correct"][mask > 0],
+                                (mixture.argmax(-1) == ids)[mask > 0])
+
+
+def test_all_tokens_mlm_prediction_is_the_mixtures_argmax():
+  """The prediction without the [B, T, V] mixture equals NumPy's argmax of
+  D * onehot(input) + (1 - D) * softmax, on both sides of the decision."""
+  from pretrain.objectives.ablations import _mixture_argmax  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  logits = rng.normal(0, 3, (4, 64, 50)).astype(np.float32)
+  inputs = rng.integers(0, 50, (4, 64))
+  copy_logits = rng.normal(0, 3, (4, 64)).astype(np.float32)
+  softmax = np.exp(logits - logits.max(-1, keepdims=True))
+  softmax /= softmax.sum(-1, keepdims=True)
+  copy = 1 / (1 + np.exp(-copy_logits))
+  mixture = (copy[..., None] * (np.arange(50) == inputs[..., None]) +
+             (1 - copy[..., None]) * softmax)
+  expected = mixture.argmax(-1)
+  assert 0.1 < np.mean(expected == inputs) < 0.9  # both branches occur
+  np.testing.assert_array_equal(
+      np.asarray(_mixture_argmax(logits, copy_logits, inputs)), expected)
 
 
 def np_two_tower(model, features):

@@ -158,9 +158,15 @@ class AllTokensMLMModel(_MainMLM, ElectraModel):
 
 
 def _mixture_argmax(logits, copy_logits, input_ids):
-  """argmax of D * onehot(input) + (1 - D) * softmax(logits)."""
-  probs = ops.softmax(logits, axis=-1)
-  copy = ops.expand_dims(ops.sigmoid(copy_logits), -1)
-  vocab = ops.shape(logits)[-1]
-  mixture = copy * ops.one_hot(input_ids, vocab) + (1 - copy) * probs
-  return ops.cast(ops.argmax(mixture, axis=-1), "int32")
+  """argmax of D * onehot(input) + (1 - D) * softmax(logits), without the
+  [B, T, V] one-hot and mixture: its best is the input (D + (1 - D)
+  p(input)) or the softmax's argmax ((1 - D) p(best)), whichever is
+  larger."""
+  probs = ops.softmax(ops.cast(logits, "float32"), axis=-1)  # one kernel
+  input_ids = ops.cast(input_ids, "int32")
+  best = ops.cast(ops.argmax(probs, axis=-1), "int32")
+  p_input = ops.take_along_axis(probs, ops.expand_dims(input_ids, -1),
+                                axis=-1)[..., 0]
+  copy = ops.sigmoid(ops.cast(copy_logits, "float32"))
+  keep = copy + (1 - copy) * p_input >= (1 - copy) * ops.max(probs, axis=-1)
+  return ops.where(keep, input_ids, best)
