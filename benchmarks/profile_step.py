@@ -3,6 +3,7 @@
   python benchmarks/profile_step.py [--size small] [--batch 32]
       [--precision bfloat16] [--top 20] [--json out.json]
       [--hparams configs/electric_tiny.json]  # another objective's step
+      [--forward]  # instead: a fine-tuned model's GLUE dev forward
 
 Runs our Trainer's compiled train loop (as benchmarks/pretrain_throughput.py
 does) under the TensorFlow profiler with one inter-op thread, so ops run one
@@ -10,6 +11,8 @@ at a time and their times add up to the step (each still uses every core).
 Every op is put in one category (matmul, dropout, GELU, LayerNorm, ...) by
 its name in the graph; the table shows ms per step and share. Run the
 throughput benchmark beside it for the step time without the profiler.
+`--forward` profiles the SST-2 dev rows' forward passes instead, as
+benchmarks/finetune_throughput.py times them ("step" = one batch).
 """
 
 import collections
@@ -27,12 +30,16 @@ if ROOT not in sys.path:
 
 from benchmarks import step_parser  # noqa: E402
 from benchmarks import write_json  # noqa: E402
+from util.machine import cpu_kind  # noqa: E402
 from util.tf_quiet import import_tensorflow  # noqa: E402
 
 tf = import_tensorflow()
 
 # First match wins; patterns see "graph/name/of/op:OpType".
 CATEGORIES = (
+    # A fused MatMul (float32's remapper: + BiasAdd, GELU) is named by the
+    # last op it absorbed, so it is matched by its type.
+    ("matmul (fused: + bias, GELU)", r":_Mkl(Native)?Fused(Batch)?MatMul"),
     ("matmul", r":_Mkl(Batch)?MatMul|:(Batch)?MatMul"),
     ("dropout", r"dropout"),
     ("GELU", r"intermediate(_\d+)?/(Gelu|Cast)"),
@@ -83,6 +90,32 @@ def profile_trainer(args, work_dir):
   return glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0], step_s
 
 
+def profile_forward(args, work_dir):
+  """Writes a profile of the GLUE dev forward (finetune_throughput.py's
+  `forward`: --batch rows a batch, --steps batches); returns (xplane,
+  seconds a batch)."""
+  from benchmarks import finetune_throughput as throughput
+  ft = throughput.parse_args([
+      "--size", args.size, "--batch-size", str(args.batch), "--seq-len",
+      str(args.seq_len), "--vocab-size", str(args.vocab_size),
+      "--eval-examples", str(args.batch * args.steps)])
+  ft.work_dir = work_dir
+  ft.pretrained = throughput.write_pretrained(work_dir, ft)
+  ft.raw_dir = throughput.write_raw_data(work_dir)
+  runner = throughput.make_runner("glue", args.precision, ft)
+  side = throughput.build_ours("glue", args.precision, ft,
+                               throughput.train_features(runner, ft))
+  side["forward"]()  # trace
+  batch_s = min(side["forward"]() for _ in range(2)) / args.steps
+  logdir = os.path.join(work_dir, "profile")
+  tf.profiler.experimental.start(
+      logdir, options=tf.profiler.experimental.ProfilerOptions(
+          host_tracer_level=3))
+  side["forward"]()
+  tf.profiler.experimental.stop()
+  return glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0], batch_s
+
+
 def op_times(xplane):
   """{(graph name, op type): total microseconds} from the trace."""
   from tensorflow.python.profiler.internal import _pywrap_profiler_plugin
@@ -125,20 +158,25 @@ def main(argv=None):
                  help="more hparams (JSON file or string), e.g. another "
                  "objective's config; later ones win")
   p.add_argument("--json", help="write the categories here")
+  p.add_argument("--forward", action="store_true",
+                 help="the GLUE dev forward of a fine-tuned model instead")
   args = p.parse_args(argv)
   tf.config.threading.set_inter_op_parallelism_threads(1)
   with tempfile.TemporaryDirectory() as work_dir:
-    xplane, step_s = profile_trainer(args, work_dir)
+    xplane, step_s = (profile_forward if args.forward else profile_trainer)(
+        args, work_dir)
     times = op_times(xplane)
   total = sum(times.values()) / args.steps
+  what = "dev forward batch" if args.forward else "step"
   print(f"{args.size} batch {args.batch} {args.precision}, one inter-op "
-        f"thread: {step_s * 1e3:.0f} ms/step unprofiled, "
-        f"{total / 1e3:.0f} ms/step of ops profiled")
+        f"thread, {cpu_kind()}: {step_s * 1e3:.0f} ms/{what} unprofiled, "
+        f"{total / 1e3:.0f} ms/{what} of ops profiled")
   table = {}
   for category, us in categorise(times).most_common():
     ms = us / args.steps / 1e3
     table[category] = ms
-    print(f"  {category:<24} {ms:8.1f} ms/step {us / args.steps / total:6.1%}")
+    print(f"  {category:<24} {ms:8.1f} ms/{what} "
+          f"{us / args.steps / total:6.1%}")
   rows = collections.Counter()
   for (name, op), us in times.items():
     rows[f"{op}  {short(name)}"] += us / args.steps / 1e3
