@@ -13,9 +13,7 @@ import argparse
 import contextlib
 import os
 import sys
-import tempfile
 import time
-import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -26,6 +24,7 @@ from util.tf_quiet import tensorflow_script  # noqa: E402
 tensorflow_script("benchmarks/eval_per_trial.py")
 
 from benchmarks import finetune_throughput as ft  # noqa: E402
+from benchmarks import scratch  # noqa: E402
 from util.machine import cpu_kind  # noqa: E402
 
 
@@ -35,27 +34,26 @@ def main(argv=None):
   p.add_argument("--eval-examples", type=int, default=277)
   p.add_argument("--trials", type=int, default=3)
   a = p.parse_args(argv)
-  work = tempfile.mkdtemp()
-  args = types.SimpleNamespace(
-      size=a.size, vocab_size=30522, batch_size=32, seq_len=128,
-      squad_seq_len=384, eval_examples=a.eval_examples,
-      squad_eval_examples=32, work_dir=work,
-      vocab_file=os.path.join(ft.SHARED, "vocab",
-                              "bert-base-uncased-vocab.txt"))
-  args.pretrained = ft.write_pretrained(work, args)
-  args.raw_dir = ft.write_raw_data(work)
+  with scratch("eval_per_trial_") as work_dir:
+    args = ft.parse_args(["--size", a.size,
+                          "--eval-examples", str(a.eval_examples)])
+    time_trials(ft.prepare(args, work_dir), a.trials)
+
+
+def time_trials(args, trials):
+  """Prints each trial's dev evaluation seconds, per precision."""
   for precision in ("float32", "bfloat16"):
     runner = ft.make_runner("glue", precision, args)
     task = runner.tasks[0]
     runner.data.examples_and_features(task, "dev")  # featurized once
     times = []
-    for seed in range(a.trials):
+    for seed in range(trials):
       model = runner._build(seed)  # noqa: SLF001 (as a trial builds it)
       with contextlib.redirect_stdout(open(os.devnull, "w")):
         start = time.perf_counter()
         runner.predictor.predict(model, task, "dev")
         times.append(time.perf_counter() - start)
-    print(f"{a.size} {precision}: SST-2 dev ({a.eval_examples} rows) per "
+    print(f"{args.size} {precision}: SST-2 dev ({args.eval_examples} rows) per "
           "trial: " + ", ".join(f"{t:.2f} s" for t in times) +
           f"  [{cpu_kind()}]", flush=True)
 

@@ -112,6 +112,15 @@ def write_pretrained(work_dir, args):
   return path
 
 
+def prepare(args, work_dir):
+  """`args` with both sides' one starting point written to `work_dir`: the
+  random pretrained model and the raw task data."""
+  args.work_dir = work_dir
+  args.pretrained = write_pretrained(work_dir, args)
+  args.raw_dir = write_raw_data(work_dir)
+  return args
+
+
 def write_raw_data(work_dir):
   """DATA/finetuning_data-style folder: SST-2 (the shared GLUE copy) and
   SQuAD 1.1 (no train set is shared: its dev file serves as both)."""
@@ -519,9 +528,8 @@ def main(argv=None):
     if kind not in TASKS:
       sys.exit(f"error: unknown task {kind} (known: {', '.join(TASKS)})")
   entries = []
-  with scratch("finetune_throughput_") as args.work_dir:
-    args.pretrained = write_pretrained(args.work_dir, args)
-    args.raw_dir = write_raw_data(args.work_dir)
+  with scratch("finetune_throughput_") as work_dir:
+    prepare(args, work_dir)
     for kind in tasks:
       seq, _ = task_settings(kind, args)
       # The rows both sides train and evaluate on, from our featurization.

@@ -95,13 +95,10 @@ def profile_forward(args, work_dir):
   `forward`: --batch rows a batch, --steps batches); returns (xplane,
   seconds a batch)."""
   from benchmarks import finetune_throughput as throughput
-  ft = throughput.parse_args([
+  ft = throughput.prepare(throughput.parse_args([
       "--size", args.size, "--batch-size", str(args.batch), "--seq-len",
       str(args.seq_len), "--vocab-size", str(args.vocab_size),
-      "--eval-examples", str(args.batch * args.steps)])
-  ft.work_dir = work_dir
-  ft.pretrained = throughput.write_pretrained(work_dir, ft)
-  ft.raw_dir = throughput.write_raw_data(work_dir)
+      "--eval-examples", str(args.batch * args.steps)]), work_dir)
   runner = throughput.make_runner("glue", args.precision, ft)
   side = throughput.build_ours("glue", args.precision, ft,
                                throughput.train_features(runner, ft))

@@ -73,7 +73,7 @@ def _record_folders(files_at):
   written = os.path.join(files_at, RECORDS_DIR)
   if storage.isdir(written):
     return [os.path.join(written, k) for k in sorted(
-        storage.listdir(written), key=lambda k: int(k) if k.isdigit() else 0)]
+        (k for k in storage.listdir(written) if k.isdigit()), key=int)]
   if not storage.exists(os.path.join(files_at, "slot.json")):
     raise UserError(f"{files_at} holds no slot.json: not a slot's returned "
                     f"folder nor one collect_gpu_slot.py wrote")
