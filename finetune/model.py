@@ -85,11 +85,9 @@ def model_config_for(pretrained, config):
 
 def source_encoder(pretraining_model, init_from):
   """The pretraining model's encoder that fine-tuning starts from."""
-  if hasattr(pretraining_model, "encoder"):  # mlm, script: one encoder
-    return pretraining_model.encoder
-  if init_from == "generator":
-    return pretraining_model.generator.encoder
-  return pretraining_model.discriminator
+  role = ("generator" if init_from == "generator" else
+          type(pretraining_model).MAIN_NETWORK)
+  return pretraining_model.networks()[role][0]
 
 
 def set_encoder_weights(target, weights):

@@ -22,13 +22,14 @@ from util.errors import UserError
 def export_keras(model, pretrain_config, path):
   """Saves the discriminator of pretraining `model` to `path` (.keras);
   returns the Discriminator written."""
-  if not hasattr(model, "discriminator_predictions"):
+  encoder, head = model.networks().get(DISCRIMINATOR, (None, None))
+  if head is None:
     raise UserError(
         "the .keras format holds ELECTRA/Electric discriminators only; a "
         f"{pretrain_config.objective} model has none (use --format savedmodel)")
   if not str(path).endswith(".keras"):
     raise UserError(f"a .keras archive's name must end in .keras: {path}")
-  disc = Discriminator(model.disc_config, name="discriminator")
+  disc = Discriminator(encoder.config, name="discriminator")
   disc.build()
   # By name; GDES tables resolve to shared + delta, the standalone's plain
   # tables.

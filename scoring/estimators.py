@@ -7,6 +7,7 @@ targets [B, 1] the original token there. pll.py builds the rows.
 
 from keras import ops
 
+from model import DISCRIMINATOR
 from model.positions import gather_positions
 from pretrain import losses
 
@@ -62,8 +63,7 @@ def generator_candidates(model, features, positions, targets, k,
 def discriminator_logits(model, features, positions):
   """ELECTRA's "replaced" logit [B, P] at `positions` of masked_input_ids
   (the text with a candidate in place); the head runs there only."""
-  hidden = model.discriminator(features["masked_input_ids"],
-                               features["input_mask"],
-                               features["segment_ids"], training=False)
-  return ops.cast(model.discriminator_predictions(
-      gather_positions(hidden, positions)), "float32")
+  encoder, head = model.networks()[DISCRIMINATOR]
+  hidden = encoder(features["masked_input_ids"], features["input_mask"],
+                   features["segment_ids"], training=False)
+  return ops.cast(head(gather_positions(hidden, positions)), "float32")

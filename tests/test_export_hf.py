@@ -53,10 +53,11 @@ def batch(tokenizer, sentences=SENTENCES):
 
 def ours(model, role, ids, mask, segs):
   if role == "discriminator":
-    hidden = model.discriminator(ids, mask, segs)
+    hidden = model.pair.discriminator(ids, mask, segs)
     return np.asarray(model.discriminator_predictions(hidden))
-  encoder, head = ((model.generator.encoder, model.generator.predictions)
-                   if hasattr(model, "generator") else
+  encoder, head = ((model.pair.generator.encoder,
+                    model.pair.generator.predictions)
+                   if hasattr(model, "pair") else
                    (model.encoder, model.mlm_predictions))
   return np.asarray(head(encoder(ids, mask, segs),
                          encoder.embeddings.token_table))

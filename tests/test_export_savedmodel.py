@@ -100,9 +100,9 @@ def _expected_text_ids(tokenizer, max_len):
 def _reference(model, f):
   """Our model's outputs for the ids signature, written per objective."""
   mask = f["input_mask"].astype(np.float32)
-  if hasattr(model, "discriminator"):
-    hidden = model.discriminator(f["input_ids"], f["input_mask"],
-                                 f["segment_ids"])
+  if hasattr(model, "pair"):
+    hidden = model.pair.discriminator(f["input_ids"], f["input_mask"],
+                                      f["segment_ids"])
     logits = np.asarray(model.discriminator_predictions(hidden))
     if model.config.objective == "electric":  # E(x)_t; PLL = -E
       scores = np.asarray(model.pseudo_log_likelihood(f))

@@ -142,7 +142,7 @@ def test_keras_hub_loads_our_preset_with_our_tokens_and_outputs(exported):
   backbone = keras_hub.models.ElectraBackbone.from_preset(out)
   hub = backbone({"token_ids": ids, "padding_mask": mask,
                   "segment_ids": segs})["sequence_output"]
-  mine = model.discriminator(ids, mask, segs, training=False)
+  mine = model.pair.discriminator(ids, mask, segs, training=False)
   real = mask > 0
   np.testing.assert_allclose(np.asarray(hub)[real], np.asarray(mine)[real],
                              **TOL)

@@ -48,7 +48,7 @@ def test_lite_electra_preset_has_the_reports_parameter_count():
     model = build_model(config)
     model.build_variables()
     counts[name] = sum(int(np.prod(v.shape))
-                       for v in model.discriminator.trainable_variables)
+                       for v in model.pair.discriminator.trainable_variables)
   assert abs(counts["ale_small"] / 4.8e6 - 1) < 0.01
   assert abs(counts["electra_small"] / 13.5e6 - 1) < 0.01
 

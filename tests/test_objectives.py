@@ -187,7 +187,7 @@ def np_bce(logits, labels):
 
 def np_generator_logits(model, features):
   """The masked-LM generator's logits (and hidden) at the picks."""
-  gen = model.generator
+  gen = model.pair.generator
   hidden = np_gather(np_encoder(gen.encoder, features["masked_input_ids"],
                                 features), features["masked_lm_positions"])
   table = np_tables(gen.encoder.embeddings)[0]
@@ -206,7 +206,7 @@ def np_electra(model, features, sampled, only_masked=False):
   labels = ((corrupt != ids) & (mask > 0)).astype(np.float64)
   disc_logits = np_disc_head(
       model.discriminator_predictions,
-      np_encoder(model.discriminator, corrupt, features))
+      np_encoder(model.pair.discriminator, corrupt, features))
   token_losses = np_bce(disc_logits, labels)
   disc = np_mean(token_losses, picked if only_masked else mask)
   return dict(mlm=mlm, disc=disc, loss=h.gen_weight * mlm +
@@ -282,7 +282,7 @@ def test_electra_sample_equal_to_original_is_labelled_original():
   model = make_model("electra")
   f = make_batch()
   token = int(f["input_ids"][0, 2])  # the original at row 0's first pick
-  force_samples(model.generator.predictions, token)
+  force_samples(model.pair.generator.predictions, token)
   out = run(model, f)
   assert np.all(out["sampled_ids"] == token)
   assert out["disc_labels"][0, 2] == 0
@@ -339,7 +339,7 @@ def test_disallow_correct_never_samples_the_original():
   model = make_model("electra", disallow_correct=True)
   f = make_batch()
   token = int(f["input_ids"][0, 2])  # also the original at row 2's pick 2
-  force_samples(model.generator.predictions, token)
+  force_samples(model.pair.generator.predictions, token)
   out = run(model, f)
   weighted = f["masked_lm_weights"] > 0
   banned = weighted & (f["masked_lm_ids"] == token)
@@ -355,8 +355,9 @@ def test_electra_disc_loss_does_not_reach_the_generator():
   """ELECTRA section 2: no back-propagation through the sampling step."""
   model = make_model("electra")
   f = make_batch()
-  gen_only = [v for v in model.generator.trainable_variables
-              if id(v) not in ids_of(model.discriminator.trainable_variables)]
+  pair = model.pair
+  gen_only = [v for v in pair.generator.trainable_variables
+              if id(v) not in ids_of(pair.discriminator.trainable_variables)]
   assert gen_only
   with tf.GradientTape(persistent=True) as tape:
     out = model(f, training=True)
@@ -375,10 +376,10 @@ def test_replace_mlm_matches_numpy():
   logits, _ = np_generator_logits(model, f)
   mlm = np_mean(np_nll(logits, f["masked_lm_ids"]), f["masked_lm_weights"])
   corrupt, _ = np_replace(f["masked_input_ids"], f, out["sampled_ids"])
-  hidden = np_encoder(model.discriminator, corrupt, f)
+  hidden = np_encoder(model.pair.discriminator, corrupt, f)
   main_logits = np_mlm_head(model.main_predictions,
                             np_gather(hidden, f["masked_lm_positions"]),
-                            np_tables(model.discriminator.embeddings)[0])
+                            np_tables(model.pair.discriminator.embeddings)[0])
   main = np_mean(np_nll(main_logits, f["masked_lm_ids"]),
                  f["masked_lm_weights"])
   np.testing.assert_allclose(out["mlm_loss"], mlm, **TOL)
@@ -386,11 +387,11 @@ def test_replace_mlm_matches_numpy():
   np.testing.assert_allclose(out["loss"],
                              model.config.gen_weight * mlm + main, **TOL)
   # Reading [MASK] instead would be plain MLM, a different loss.
-  masked_hidden = np_encoder(model.discriminator, f["masked_input_ids"], f)
+  masked_hidden = np_encoder(model.pair.discriminator, f["masked_input_ids"], f)
   masked = np_mean(np_nll(np_mlm_head(
       model.main_predictions,
       np_gather(masked_hidden, f["masked_lm_positions"]),
-      np_tables(model.discriminator.embeddings)[0]), f["masked_lm_ids"]),
+      np_tables(model.pair.discriminator.embeddings)[0]), f["masked_lm_ids"]),
       f["masked_lm_weights"])
   assert abs(masked - main) > 1e-3
 
@@ -405,9 +406,9 @@ def test_all_tokens_mlm_matches_numpy():
   logits, _ = np_generator_logits(model, f)
   mlm = np_mean(np_nll(logits, f["masked_lm_ids"]), f["masked_lm_weights"])
   corrupt, _ = np_replace(f["masked_input_ids"], f, out["sampled_ids"])
-  hidden = np_encoder(model.discriminator, corrupt, f)
+  hidden = np_encoder(model.pair.discriminator, corrupt, f)
   vocab_logits = np_mlm_head(model.main_predictions, hidden,
-                             np_tables(model.discriminator.embeddings)[0])
+                             np_tables(model.pair.discriminator.embeddings)[0])
   softmax = np.exp(np_log_softmax(vocab_logits))
   copy = np_sigmoid(np_dense(model.copy_predictions, hidden)[..., 0])
   p = (copy * (corrupt == ids) +
@@ -450,7 +451,7 @@ def test_all_tokens_mlm_prediction_is_the_mixtures_argmax():
 def np_two_tower(model, features):
   """Electric section 2.4: q(x_t | x_\\t) = softmax(W [l2r_{t-1},
   r2l_{t+1}]), zeros beyond either end, from the unmasked input."""
-  gen = model.generator
+  gen = model.pair.generator
   ids = features["input_ids"]
   l2r = np_encoder(gen.l2r, ids, features, causal="l2r")
   r2l = np_encoder(gen.r2l, ids, features, causal="r2l")
@@ -475,7 +476,7 @@ def np_electric(model, features, sampled):
   noised, picked = np_replace(ids, features, sampled)
   log_q = np.take_along_axis(log_q_all, noised[..., None], -1)[..., 0]
   energy = np_disc_head(model.discriminator_predictions,
-                        np_encoder(model.discriminator, noised, features))
+                        np_encoder(model.pair.discriminator, noised, features))
   k = features["masked_lm_weights"].sum(-1)[:, None].astype(np.float64)
   n = features["input_mask"].sum(-1)[:, None].astype(np.float64)
   # log [k q / ((n - k) exp(-E) + k q)] and its complement, as in
@@ -516,12 +517,12 @@ def test_electric_q_never_sees_the_token_it_predicts():
   read t-1 and t+1 only), but moves q at t's neighbours."""
   model = make_model("electric")
   f = make_batch()
-  logits = np.asarray(model.generator(f, None, training=False)[0])
+  logits = np.asarray(model.pair.generator(f, None, training=False)[0])
   np.testing.assert_allclose(np_log_softmax(logits.astype(np.float64)),
                              np_two_tower(model, f), rtol=1e-4, atol=1e-4)
   g = dict(f, input_ids=f["input_ids"].copy())
   g["input_ids"][0, 4] = (g["input_ids"][0, 4] + 1) % VOCAB
-  moved = np.asarray(model.generator(g, None, training=False)[0])
+  moved = np.asarray(model.pair.generator(g, None, training=False)[0])
   np.testing.assert_allclose(moved[0, 4], logits[0, 4], atol=1e-5)
   assert np.abs(moved[0, 3] - logits[0, 3]).max() > 1e-3
   assert np.abs(moved[0, 5] - logits[0, 5]).max() > 1e-3
@@ -533,7 +534,7 @@ def test_electric_correct_sample_is_still_noise():
   model = make_model("electric")
   f = make_batch()
   token = int(f["input_ids"][0, 2])
-  force_samples(model.generator.predictions, token)
+  force_samples(model.pair.generator.predictions, token)
   out = run(model, f)
   assert np.all(out["sampled_ids"] == token)
   assert out["nce_labels"][0, 2] == 1
@@ -553,8 +554,9 @@ def test_electric_nce_gradient_stops_at_q():
   gradient of the NCE loss into generator-only variables."""
   model = make_model("electric")
   f = make_batch()
-  gen_only = [v for v in model.generator.trainable_variables
-              if id(v) not in ids_of(model.discriminator.trainable_variables)]
+  pair = model.pair
+  gen_only = [v for v in pair.generator.trainable_variables
+              if id(v) not in ids_of(pair.discriminator.trainable_variables)]
   assert len(gen_only) > 10
   with tf.GradientTape(persistent=True) as tape:
     out = model(f, training=True)
@@ -575,10 +577,10 @@ def test_electric_cloze_gradient_equals_full_cross_entropy():
   the full logits, for every generator variable incl. the tied table."""
   model = make_model("electric")
   f = make_batch()
-  variables = model.generator.trainable_variables
+  variables = model.pair.generator.trainable_variables
   with tf.GradientTape(persistent=True) as tape:
     out = model(f, training=False)
-    logits, _ = model.generator(f, None, training=False)
+    logits, _ = model.pair.generator(f, None, training=False)
     reference = losses.weighted_mean(
         -losses.log_softmax_at(logits, f["input_ids"]), f["input_mask"])
   np.testing.assert_allclose(out["cloze_loss"], reference, **TOL)
@@ -596,7 +598,7 @@ def test_electric_pll_is_minus_energy_of_clean_input():
   f = make_batch()
   out = run(model, f)
   energy = np_disc_head(model.discriminator_predictions,
-                        np_encoder(model.discriminator, f["input_ids"], f))
+                        np_encoder(model.pair.discriminator, f["input_ids"], f))
   mask = f["input_mask"] > 0
   np.testing.assert_allclose(out["pll_tokens"][mask], -energy[mask],
                              rtol=1e-4, atol=1e-4)
@@ -674,7 +676,7 @@ def test_adversarial_losses_match_numpy():
   positions = f["masked_lm_positions"]
   ref = np_electra(model, f, out["sampled_ids"])
   reward = -np_gather(ref["token_losses"], positions)
-  baseline_logits = np_dense(model.generator.baseline,
+  baseline_logits = np_dense(model.pair.generator.baseline,
                              ref["gen_hidden"])[..., 0]
   baseline = -np.logaddexp(0.0, -baseline_logits)
   log_p = np.take_along_axis(np_log_softmax(ref["gen_logits"]),
@@ -699,10 +701,11 @@ def test_adversarial_gradient_raises_p_of_samples_that_fool(baseline_bias):
   f = make_batch()
   f["masked_lm_weights"] = np.array([[1, 0, 0], [0, 0, 0], [0, 0, 0]],
                                     np.float32)
-  kernel = model.generator.baseline.kernel
+  kernel = model.pair.generator.baseline.kernel
   kernel.assign(np.zeros(tuple(kernel.shape), np.float32))
-  model.generator.baseline.bias.assign(np.array([baseline_bias], np.float32))
-  bias = model.generator.predictions.output_bias
+  model.pair.generator.baseline.bias.assign(
+      np.array([baseline_bias], np.float32))
+  bias = model.pair.generator.predictions.output_bias
   with tf.GradientTape() as tape:
     out = model(f, training=True)
   grad = np.asarray(tape.gradient(out["policy_loss"], bias), np.float64)
@@ -724,9 +727,9 @@ def test_weight_sharing_all_is_one_encoder():
   """untied_generator=False: the generator's encoder is the discriminator's."""
   model = make_model("electra", weight_sharing="all",
                      generator_hidden_size=1.0)
-  assert model.generator.encoder is model.discriminator
-  assert ids_of(model.generator.encoder.weights) == ids_of(
-      model.discriminator.weights)
+  assert model.pair.generator.encoder is model.pair.discriminator
+  assert ids_of(model.pair.generator.encoder.weights) == ids_of(
+      model.pair.discriminator.weights)
   f = make_batch()
   out = run(model, f)
   ref = np_electra(model, f, out["sampled_ids"])
@@ -736,7 +739,7 @@ def test_weight_sharing_all_is_one_encoder():
 def test_weight_sharing_none_has_separate_tables():
   """untied embeddings: two token tables, no variable in common."""
   model = make_model("electra", weight_sharing="none")
-  gen, disc = model.generator.encoder, model.discriminator
+  gen, disc = model.pair.generator.encoder, model.pair.discriminator
   assert gen.embeddings is not disc.embeddings
   assert not ids_of(gen.weights) & ids_of(disc.weights)
   assert not np.allclose(np.asarray(gen.embeddings.token_table),
@@ -750,16 +753,17 @@ def test_weight_sharing_none_has_separate_tables():
 def test_weight_sharing_embeddings_is_one_table():
   """ELECTRA 3.2 default: one embeddings layer for both models."""
   model = make_model("electra")
-  assert model.generator.encoder.embeddings is model.discriminator.embeddings
+  pair = model.pair
+  assert pair.generator.encoder.embeddings is pair.discriminator.embeddings
 
 
 def test_gdes_table_is_shared_plus_zero_initialised_delta():
   """DeBERTa-V3 GDES: E_D = sg(E_G) + delta, delta = 0 at init; L_Disc
   trains only delta, L_MLM trains the shared table."""
   model = make_model("electra", randomise=False, weight_sharing="gdes")
-  disc_emb = model.discriminator.embeddings
-  shared = model.embeddings
-  assert model.generator.encoder.embeddings is shared
+  disc_emb = model.pair.discriminator.embeddings
+  shared = model.pair.embeddings
+  assert model.pair.generator.encoder.embeddings is shared
   assert disc_emb is not shared and disc_emb.shared is shared
   deltas = [disc_emb.word_embeddings.embeddings,
             disc_emb.position_embeddings.embeddings,
@@ -793,7 +797,7 @@ def test_unigram_generator_samples_follow_token_counts():
   counts[[10, 20, 30]] = 0
   model = make_model("electra", token_counts=counts, unigram_generator=True,
                      max_predictions_per_seq=SEQ)
-  assert not model.generator.trainable_variables
+  assert not model.pair.generator.trainable_variables
   batch = 400
   f = model.dummy_features(batch)
   f["input_ids"] = rng.randint(5, VOCAB, (batch, SEQ)).astype(np.int32)
@@ -818,9 +822,9 @@ def test_unigram_generator_samples_follow_token_counts():
 def test_uniform_generator_has_no_variables_and_no_mlm_loss():
   """Section 3.2's uniform generator: nothing to train, L = lambda L_Disc."""
   model = make_model("electra", uniform_generator=True)
-  assert not model.generator.trainable_variables
+  assert not model.pair.generator.trainable_variables
   assert ids_of(model.trainable_variables) == ids_of(
-      model.discriminator.trainable_variables +
+      model.pair.discriminator.trainable_variables +
       model.discriminator_predictions.trainable_variables)
   f = make_batch()
   out = run(model, f)
@@ -828,7 +832,7 @@ def test_uniform_generator_has_no_variables_and_no_mlm_loss():
   corrupt, _ = np_replace(f["masked_input_ids"], f, out["sampled_ids"])
   labels = ((corrupt != f["input_ids"]) & (f["input_mask"] > 0))
   disc_logits = np_disc_head(model.discriminator_predictions,
-                             np_encoder(model.discriminator, corrupt, f))
+                             np_encoder(model.pair.discriminator, corrupt, f))
   disc = np_mean(np_bce(disc_logits, labels.astype(np.float64)),
                  f["input_mask"])
   np.testing.assert_allclose(out["loss"], model.config.disc_weight * disc,
@@ -841,8 +845,8 @@ def test_two_stage_training():
   (embeddings included) and trains it alone, the generator frozen."""
   model = make_model("electra", training_algorithm="two_stage",
                      generator_hidden_size=1.0, num_train_steps=10)
-  gen_vars = model.generator.trainable_variables
-  disc_vars = (model.discriminator.trainable_variables +
+  gen_vars = model.pair.generator.trainable_variables
+  disc_vars = (model.pair.discriminator.trainable_variables +
                model.discriminator_predictions.trainable_variables)
   disc_only = ids_of(disc_vars) - ids_of(gen_vars)
   gen_only = ids_of(gen_vars) - ids_of(disc_vars)
@@ -855,26 +859,26 @@ def test_two_stage_training():
 
   f = make_batch()
   calls = []
-  original_call = model.discriminator.call
+  original_call = model.pair.discriminator.call
 
   def counting_call(*args, **kwargs):
     calls.append(1)
     return original_call(*args, **kwargs)
 
-  model.discriminator.call = counting_call
+  model.pair.discriminator.call = counting_call
   out = run(model, f, training=True)
   assert not calls
   assert float(out["disc_loss"]) == 0.0
   np.testing.assert_allclose(out["loss"], model.config.gen_weight *
                              out["mlm_loss"], rtol=1e-6)
-  del model.discriminator.call
+  del model.pair.discriminator.call
 
-  gen_enc = model.generator.encoder
+  gen_enc = model.pair.generator.encoder
   assert not all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in
-                 zip(gen_enc.weights, model.discriminator.weights))
+                 zip(gen_enc.weights, model.pair.discriminator.weights))
   model.algorithm.start_stage_two(model)
   assert model.algorithm.stage == 2
-  for a, b in zip(gen_enc.weights, model.discriminator.weights):
+  for a, b in zip(gen_enc.weights, model.pair.discriminator.weights):
     assert a.path.split("/")[-2:] == b.path.split("/")[-2:]
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   stage_two = ids_of(model.variables_to_train())

@@ -11,6 +11,7 @@ is the preset's own. Regenerate only for an intended behaviour change:
 import glob
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -27,6 +28,10 @@ from tests.tiny_models import make_batch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PINNED = os.path.join(ROOT, "tests", "data", "pinned_losses.json")
+# Each preset's variable paths, recorded before the generator +
+# discriminator pair became a component: a checkpoint written before a
+# restructure must restore after it.
+PINNED_PATHS = os.path.join(ROOT, "tests", "data", "pinned_paths.json")
 FILES = sorted(os.path.basename(p)[:-5] for p in
                glob.glob(os.path.join(ROOT, "configs", "*.json")))
 # Objectives and switches no preset file holds, on top of electra_small.
@@ -51,7 +56,8 @@ SHAPE_KEYS = ("model_size", "max_seq_length", "max_predictions_per_seq",
               "model_hparam_overrides", "vocab_size", "embedding_size")
 
 
-def preset_losses(name):
+def preset_model(name):
+  """The preset's model on the micro shapes, its variables created."""
   file = "electra_small" if name in VARIANTS else name
   with open(os.path.join(ROOT, "configs", f"{file}.json")) as f:
     preset = {k: v for k, v in json.load(f).items() if k not in SHAPE_KEYS}
@@ -64,6 +70,11 @@ def preset_losses(name):
   counts = np.arange(VOCAB, dtype=np.int64) + 1
   model = build_model(h, token_counts=counts, special_ids=SPECIALS)
   model.build_variables()
+  return model
+
+
+def preset_losses(name):
+  model = preset_model(name)
   rng = np.random.RandomState(0)
   for v in sorted(model.weights, key=lambda v: v.path):
     if v.dtype not in ("float32", "bfloat16", "float16") or not v.trainable:
@@ -86,6 +97,14 @@ def preset_flops(name):
                         vocab_size=30522)
   h.validate()
   return float(flops.train_flops_per_step(h))
+
+
+def layer_paths(model):
+  """Its variables' paths (what checkpoint keys are made of) with layer
+  numbers folded, and how many there are."""
+  paths = [v.path for v in model.variables]
+  return len(paths), sorted({re.sub(r"layer_\d+", "layer_#", p)
+                             for p in paths})
 
 
 def pinned():
@@ -111,3 +130,12 @@ def test_preset_losses_are_unchanged(name):
   for key, value in expected.items():
     np.testing.assert_allclose(got[key], value, rtol=2e-4, atol=2e-5,
                                err_msg=f"{name}: {key}")
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_checkpoint_paths_are_unchanged(name):
+  with open(PINNED_PATHS) as f:
+    expected = json.load(f)[name]
+  count, paths = layer_paths(preset_model(name))
+  assert paths == expected["paths"]
+  assert count == expected["count"]

@@ -55,7 +55,7 @@ def log_softmax(logits):
 def reference_electric(model, tokens):
   """Electric section 3.2: PLL_t = -E(x)_t on the clean text."""
   f = one_row([CLS] + tokens + [SEP])
-  hidden = model.discriminator(f["input_ids"], f["input_mask"],
+  hidden = model.pair.discriminator(f["input_ids"], f["input_mask"],
                                f["segment_ids"])
   energy = np.asarray(model.discriminator_predictions(hidden), np.float64)
   return [-energy[0, t] for t in range(1, len(tokens) + 1)]
@@ -97,7 +97,7 @@ def reference_electra(model, tokens, k, p_mask, added):
     original = ids[t]
     masked = list(ids)
     masked[t] = MASK
-    logits, _ = model.generator(one_row(ids, masked), np.array([[t]]))
+    logits, _ = model.pair.generator(one_row(ids, masked), np.array([[t]]))
     log_pg = log_softmax(np.asarray(logits)[0, 0])
     ranked = [v for v in np.argsort(-log_pg, kind="stable")
               if v not in EXCLUDED]
@@ -110,7 +110,7 @@ def reference_electra(model, tokens, k, p_mask, added):
       x = list(ids)
       x[t] = v
       f = one_row(x)
-      hidden = model.discriminator(f["input_ids"], f["input_mask"],
+      hidden = model.pair.discriminator(f["input_ids"], f["input_mask"],
                                    f["segment_ids"])
       logit = float(np.asarray(model.discriminator_predictions(hidden))[0, t])
       d = 1.0 / (1.0 + np.exp(logit))  # p(original)
@@ -181,7 +181,7 @@ def test_generator_as_masked_lm_and_truncation(runs):
       ids = [CLS] + tokens + [SEP]
       masked = list(ids)
       masked[t] = MASK
-      logits, _ = model.generator(one_row(ids, masked), np.array([[t]]))
+      logits, _ = model.pair.generator(one_row(ids, masked), np.array([[t]]))
       out.append(log_softmax(np.asarray(logits)[0, 0])[ids[t]])
     return out
 

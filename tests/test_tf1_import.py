@@ -69,10 +69,11 @@ def _encoder_map(scope, encoder, with_embeddings):
 
 def tf1_to_ours(model):
   """{TF1 name: Keras variable} of an ElectraModel sharing embeddings."""
-  assert model.generator.encoder.embeddings is model.discriminator.embeddings
-  found = _encoder_map("electra", model.discriminator, True)
-  found.update(_encoder_map("generator", model.generator.encoder, False))
-  d, g = model.discriminator_predictions, model.generator.predictions
+  pair = model.pair
+  assert pair.generator.encoder.embeddings is pair.discriminator.embeddings
+  found = _encoder_map("electra", pair.discriminator, True)
+  found.update(_encoder_map("generator", pair.generator.encoder, False))
+  d, g = model.discriminator_predictions, pair.generator.predictions
   found.update({
       "discriminator_predictions/dense/kernel": d.dense.kernel,
       "discriminator_predictions/dense/bias": d.dense.bias,
@@ -158,7 +159,7 @@ def test_outputs_match_a_numpy_forward_pass(small, small_model):
   segs[:, 5:] = 1
   segs[1, 8:] = 0
   m = small_model
-  hidden = m.discriminator(ids, mask, segs, training=False)
+  hidden = m.pair.discriminator(ids, mask, segs, training=False)
   ours = np.asarray(m.discriminator_predictions(hidden))
   ref = numpy_discriminator_logits(values, ids, mask, segs, SMALL)
   np.testing.assert_allclose(ours, ref, atol=1e-4, rtol=1e-4)
@@ -166,7 +167,7 @@ def test_outputs_match_a_numpy_forward_pass(small, small_model):
   positions = np.array([[0, 4, 11], [1, 5, 7]], np.int32)
   features = {"masked_input_ids": ids, "input_mask": mask,
               "segment_ids": segs}
-  logits, _ = m.generator(features, positions, training=False)
+  logits, _ = m.pair.generator(features, positions, training=False)
   ref = numpy_generator_logits(values, ids, mask, segs, positions, SMALL)
   np.testing.assert_allclose(np.asarray(logits), ref, atol=1e-4, rtol=1e-4)
 
@@ -203,7 +204,7 @@ def _original_discriminator(tmp_path):
 
 
 def _discriminator_logits(model, inputs):
-  hidden = model.discriminator(*inputs, training=False)
+  hidden = model.pair.discriminator(*inputs, training=False)
   return np.asarray(model.discriminator_predictions(hidden))
 
 
@@ -218,7 +219,7 @@ def test_imported_logits_match_the_original_release(tmp_path):
   from pretrain.objectives import build_model
   prefix, inputs, want = _original_discriminator(tmp_path)
   model = runs.restore_model(find_pretrained(prefix))
-  assert model.discriminator.config.hidden_act == "gelu"
+  assert model.pair.discriminator.config.hidden_act == "gelu"
   ours = _discriminator_logits(model, inputs)
   np.testing.assert_allclose(ours, want, atol=1e-5, rtol=0)  # got 3e-7
   # The same weights with the tanh form: off by far more than the above.
@@ -268,7 +269,7 @@ def test_pretraining_continues_from_a_full_size_generator(data_dir, full,
   model_dir = os.path.join(data_dir, "models", "from_tf1")
   assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-1")
   model = runs.restore_model(find_pretrained(model_dir))
-  assert model.generator.encoder.embeddings_project is None
+  assert model.pair.generator.encoder.embeddings_project is None
   assert_holds(model, values)
 
 

@@ -9,9 +9,10 @@
 | All-Tokens MLM   | objective=all_tokens_mlm         | ELECTRA section 3.5        | ablations.py   |
 | Electric         | objective=electric               | Electric sections 2.1-2.5  | electric.py    |
 | SCRIPT           | objective=script                 | SCRIPT section 2           | script.py      |
-Generators (masked LM, two-tower, uniform, unigram) are in generators.py,
-the training algorithms (joint, two-stage, adversarial) in algorithms.py;
-weight sharing is an ElectraModel option.
+ELECTRA, ELECTRA 15%, Electric and the ablations each hold a generator +
+discriminator pair (pair.py), which owns the generator (masked LM,
+two-tower, uniform, unigram: generators.py), the weight sharing and the
+training algorithm (joint, two-stage, adversarial: algorithms.py).
 
 A new objective is one new file here: a PretrainingModel subclass whose
 NAMES register it (base.py lists the hooks the rest of the code calls), and

@@ -6,14 +6,13 @@ model (the "discriminator", whose encoder is what fine-tuning uses) learns:
     the main model predicts the originals there (MLM loss).
   * All-Tokens MLM: the same input, but every token is predicted, through
     the sigmoid copy mechanism p = D * onehot(input) + (1 - D) * softmax.
-ELECTRA 15% is ElectraModel with objective=electra_15.
+ELECTRA 15% is in electra.py.
 """
 
 import keras
 import numpy as np
 from keras import ops
 
-from model import DISCRIMINATOR
 from model import MaskedLMHead
 from model.encoder import initializer
 from model.positions import gather_positions
@@ -22,28 +21,49 @@ from pretrain.objectives.base import ALL
 from pretrain.objectives.base import MAIN
 from pretrain.objectives.base import MASKED
 from pretrain.objectives.base import Part
-from pretrain.objectives.electra import ElectraModel
+from pretrain.objectives.base import PretrainingModel
 from pretrain.objectives.mlm import masked_lm_export_head
+from pretrain.objectives.pair import Pair
+from pretrain.objectives.pair import model_for_config
 
 
-class _MainMLM:
-  """What the two ablations share: no estimator of their own, only joint
-  training, and the main model's masked LM as the exported head."""
+class _MainMLM(PretrainingModel):
+  """What the two ablations share: ELECTRA's pair (its generator, samples
+  and weight sharing), a masked LM head on the main network, only joint
+  training, and no estimator of their own."""
 
   PLL_METHOD = ""
-  TRAINING_ALGORITHMS = ("joint",)
+
+  def __init__(self, config, disc_config, unigram=None, **kwargs):
+    super().__init__(config, **kwargs)
+    self.pair = Pair(config, disc_config, unigram)
+    self.main_predictions = MaskedLMHead(disc_config, name="main_predictions")
+
+  for_config = classmethod(model_for_config)
+  check_config = staticmethod(Pair.check_config)
+
+  def main_logits(self, hidden):
+    """The main model's vocabulary logits (its tied masked LM)."""
+    return self.main_predictions(
+        hidden, self.pair.discriminator.embeddings.token_table)
 
   def export_head(self):
-    return masked_lm_export_head(self.discriminator, self.main_predictions)
+    return masked_lm_export_head(self.pair.discriminator,
+                                 self.main_predictions)
 
   def networks(self):
     # The main network in the discriminator's role; its masked LM head has
     # no transformers class beside a discriminator.
-    return {DISCRIMINATOR: (self.discriminator, None),
-            **self.generator_networks()}
+    return self.pair.networks(None)
+
+  def pll_methods(self):
+    return self.pair.pll_methods()
+
+  def masked_lm_logits(self, features, positions):
+    return self.pair.masked_lm_logits(features, positions)
 
 
-class ReplaceMLMModel(_MainMLM, ElectraModel):
+class ReplaceMLMModel(_MainMLM):
 
   NAMES = ("replace_mlm",)
   LOG_KEYS = ("loss", "mlm_loss", "main_loss", "mlm_accuracy",
@@ -53,23 +73,18 @@ class ReplaceMLMModel(_MainMLM, ElectraModel):
 
   @classmethod
   def flops_parts(cls, config, disc, gen):
-    return cls.generator_parts(config, gen) + [
+    return Pair.generator_parts(config, gen) + [
         Part("encoder", disc, ALL, MAIN), Part("mlm_head", disc, MASKED, MAIN)]
-
-  def _build_discriminator_head(self, model_config):
-    self.main_predictions = MaskedLMHead(model_config, name="main_predictions")
 
   def call(self, features, training=None):
     config = self.config
     labels = features["masked_lm_ids"]
     weights = ops.cast(features["masked_lm_weights"], "float32")
-    gen = self.generate(features, training)
-    outputs = self.generator_outputs(features, gen)
-    hidden = self.discriminator(gen["fake_ids"], features["input_mask"],
-                                features["segment_ids"], training=training)
-    hidden = gather_positions(hidden, features["masked_lm_positions"])
-    logits = self.main_predictions(hidden,
-                                   self.discriminator.embeddings.token_table)
+    gen = self.pair.generate(features, training)
+    outputs = self.pair.generator_outputs(features, gen)
+    hidden = self.pair.discriminate(gen["fake_ids"], features, training)
+    logits = self.main_logits(
+        gather_positions(hidden, features["masked_lm_positions"]))
     main_loss, main_nll = losses.masked_lm_loss(
         logits, labels, weights, features.get("masked_lm_denominator"))
     predictions = ops.cast(ops.argmax(logits, axis=-1), "int32")
@@ -85,14 +100,14 @@ class ReplaceMLMModel(_MainMLM, ElectraModel):
 
   def eval_metrics(self, arrays):
     w = arrays["masked_lm_weights"] > 0
-    out = self.generator_metrics(arrays)
+    out = self.pair.generator_metrics(arrays)
     out["replace_mlm_accuracy"] = float(np.mean(
         arrays["main_predictions"][w] == arrays["masked_lm_ids"][w]))
     out["replace_mlm_loss"] = float(np.mean(arrays["main_nll"][w]))
     return out
 
 
-class AllTokensMLMModel(_MainMLM, ElectraModel):
+class AllTokensMLMModel(_MainMLM):
 
   NAMES = ("all_tokens_mlm",)
   LOG_KEYS = ("loss", "mlm_loss", "main_loss", "mlm_accuracy",
@@ -103,28 +118,25 @@ class AllTokensMLMModel(_MainMLM, ElectraModel):
 
   @classmethod
   def flops_parts(cls, config, disc, gen):
-    return cls.generator_parts(config, gen) + [
+    return Pair.generator_parts(config, gen) + [
         Part("encoder", disc, ALL, MAIN), Part("mlm_head", disc, ALL, MAIN),
         Part("copy_head", disc, ALL, MAIN)]
 
-  def _build_discriminator_head(self, model_config):
-    self.main_predictions = MaskedLMHead(model_config, name="main_predictions")
+  def __init__(self, config, disc_config, unigram=None, **kwargs):
+    super().__init__(config, disc_config, unigram, **kwargs)
     self.copy_predictions = keras.layers.Dense(
-        1,
-        kernel_initializer=initializer(model_config),
+        1, kernel_initializer=initializer(disc_config),
         name="copy_predictions")
 
   def call(self, features, training=None):
     config = self.config
     input_ids = ops.cast(features["input_ids"], "int32")
     input_mask = ops.cast(features["input_mask"], "float32")
-    gen = self.generate(features, training)
-    outputs = self.generator_outputs(features, gen)
+    gen = self.pair.generate(features, training)
+    outputs = self.pair.generator_outputs(features, gen)
     fake_ids = gen["fake_ids"]
-    hidden = self.discriminator(fake_ids, features["input_mask"],
-                                features["segment_ids"], training=training)
-    logits = ops.cast(self.main_predictions(
-        hidden, self.discriminator.embeddings.token_table), "float32")
+    hidden = self.pair.discriminate(fake_ids, features, training)
+    logits = ops.cast(self.main_logits(hidden), "float32")
     copy_logits = ops.squeeze(
         ops.cast(self.copy_predictions(hidden), "float32"), -1)
     nll = losses.copy_mechanism_nll(logits, copy_logits, fake_ids, input_ids)
@@ -148,7 +160,7 @@ class AllTokensMLMModel(_MainMLM, ElectraModel):
   def eval_metrics(self, arrays):
     mask = arrays["input_mask"] > 0
     replaced = mask & (arrays["replaced"] > 0)
-    out = self.generator_metrics(arrays)
+    out = self.pair.generator_metrics(arrays)
     out["all_tokens_accuracy"] = float(np.mean(arrays["main_correct"][mask]))
     out["all_tokens_loss"] = float(np.mean(arrays["main_nll"][mask]))
     if replaced.any():

@@ -1,5 +1,5 @@
 """ELECTRA's training algorithms (section 3.2, appendix F), each a strategy
-that a generator + discriminator model (ElectraModel) holds: what trains at
+that a generator + discriminator pair (pair.py) holds: what trains at
 each step, the generator's loss, and the schedule that switches them.
 
   joint        both trained together on gen_weight * L_MLM +
@@ -58,7 +58,7 @@ class Joint:
   def runs_discriminator(self):
     return True
 
-  def generator_loss(self, model, features, gen, token_losses, outputs):
+  def generator_loss(self, pair, features, gen, token_losses, outputs):
     """The generator's term of the loss (scaled by gen_weight)."""
     return gen["mlm_loss"]
 
@@ -124,13 +124,13 @@ class TwoStage(_TrainsGenerator):
   def runs_discriminator(self):
     return self.stage != 1
 
-  def generator_loss(self, model, features, gen, token_losses, outputs):
+  def generator_loss(self, pair, features, gen, token_losses, outputs):
     return ops.zeros(()) if self.stage == 2 else gen["mlm_loss"]
 
   def trained_layers(self, model):
     if self.stage == 1:
-      return [model.generator]
-    return [model.discriminator, model.discriminator_predictions]
+      return [model.pair.generator]
+    return [model.pair.discriminator, model.discriminator_predictions]
 
   @contextlib.contextmanager
   def building(self):
@@ -159,8 +159,8 @@ class TwoStage(_TrainsGenerator):
     """Copies the generator's encoder into the same-size discriminator
     (section 3.2: "Initialize the weights of the discriminator with the
     weights of the generator"), then switches to stage two."""
-    gen = model.generator.encoder.weights
-    disc = model.discriminator.weights
+    gen = model.pair.generator.encoder.weights
+    disc = model.pair.discriminator.weights
     if [tuple(v.shape) for v in gen] != [tuple(v.shape) for v in disc]:
       raise ValueError("two-stage training needs a same-size generator")
     for source, target in zip(gen, disc):
@@ -186,13 +186,13 @@ class Adversarial(_TrainsGenerator):
   def generator_parts(cls, gen):
     return [Part("baseline_head", gen, MASKED, GENERATOR)]
 
-  def generator_loss(self, model, features, gen, token_losses, outputs):
+  def generator_loss(self, pair, features, gen, token_losses, outputs):
     """The policy loss plus the baseline's cross-entropy."""
     weights = ops.cast(features["masked_lm_weights"], "float32")
     denominator = features.get("masked_lm_denominator")
     positions = features["masked_lm_positions"]
     log_p = losses.log_softmax_at(gen["logits"], gen["sampled"])
-    baseline_logits = ops.squeeze(model.generator.baseline(gen["hidden"]), -1)
+    baseline_logits = ops.squeeze(pair.generator.baseline(gen["hidden"]), -1)
     policy, baseline = losses.reinforce_losses(
         log_p, gather_positions(token_losses, positions), baseline_logits)
     outputs["policy_loss"] = losses.weighted_mean(policy, weights,

@@ -13,30 +13,37 @@ sampled position is noise, even where the sample equals the original
 import numpy as np
 from keras import ops
 
+from model import DiscriminatorHead
 from model.positions import gather_positions
 from model.positions import scatter_positions
 from pretrain import losses
 from pretrain.objectives.base import ALL
 from pretrain.objectives.base import MAIN
 from pretrain.objectives.base import Part
-from pretrain.objectives.electra import ElectraModel
+from pretrain.objectives.base import PretrainingModel
 from pretrain.objectives.electra import binary_metrics
+from pretrain.objectives.electra import discriminator_export_head
 from pretrain.objectives.mlm import check_learned_generator
+from pretrain.objectives.pair import Pair
 from pretrain.sampling import sample_from_softmax
 
 
-class ElectricModel(ElectraModel):
-  """ELECTRA's layout (shared embeddings, discriminator = the energy
-  model) with a two-tower generator and the NCE classifier."""
+class ElectricModel(PretrainingModel):
+  """A pair (shared embeddings, the discriminator as the energy model) with
+  a two-tower generator, and the NCE classifier."""
 
   NAMES = ("electric",)
   PLL_METHOD = "electric"  # one pass: sum_t -E(x)_t
-  TRAINING_ALGORITHMS = ("joint",)
-  ENERGY = True
   LOG_KEYS = ("loss", "cloze_loss", "nce_loss", "cloze_accuracy",
               "nce_accuracy", "nce_skill")
   EVAL_KEYS = ("cloze_correct", "cloze_nll", "nce_probs", "nce_labels",
                "input_mask", "pll_tokens", "scoring_mask")
+
+  def __init__(self, config, disc_config, **kwargs):
+    super().__init__(config, **kwargs)
+    self.pair = Pair(config, disc_config)
+    self.discriminator_predictions = DiscriminatorHead(
+        disc_config, name="discriminator_predictions")
 
   @classmethod
   def configure(cls, config):
@@ -45,14 +52,28 @@ class ElectricModel(ElectraModel):
   @classmethod
   def check_config(cls, config):
     check_learned_generator(config)
-    super().check_config(config)
+    Pair.check_config(config)
 
   @classmethod
   def flops_parts(cls, config, disc, gen):
     # The NCE loss needs q of every token, replaced or not, so the cloze
     # head runs at all T; the energy head is the discriminator's.
-    return cls.generator_parts(config, gen, where=ALL) + [
+    return Pair.generator_parts(config, gen, where=ALL) + [
         Part("encoder", disc, ALL, MAIN), Part("disc_head", disc, ALL, MAIN)]
+
+  def networks(self):
+    return self.pair.networks(self.discriminator_predictions)
+
+  def export_head(self):
+    return discriminator_export_head(self.pair.discriminator,
+                                     self.discriminator_predictions,
+                                     energy=True)
+
+  def pll_methods(self):
+    return (self.PLL_METHOD,) + self.pair.pll_methods()
+
+  def masked_lm_logits(self, features, positions):
+    return self.pair.masked_lm_logits(features, positions)
 
   def one_pass_pll(self, features, positions):
     """-E(x)_t at `positions`."""
@@ -71,7 +92,7 @@ class ElectricModel(ElectraModel):
     # of them, and the classifier needs q of every token it is shown. These
     # [B, T, V] logits dominate the step, so passes over them are few:
     # logsumexp and one max; the input token's logit comes from the states.
-    cloze_logits, own_logit = self.generator.cloze(features, training)
+    cloze_logits, own_logit = self.pair.cloze(features, training)
     cloze_logits = ops.cast(cloze_logits, "float32")
     log_z = ops.logsumexp(cloze_logits, axis=-1)
     cloze_nll = log_z - own_logit
@@ -79,7 +100,7 @@ class ElectricModel(ElectraModel):
 
     # Algorithm 2: k noise samples in one pass, at the picked positions.
     sampled = sample_from_softmax(gather_positions(cloze_logits, positions),
-                                  self.sample_seed, config.temperature)
+                                  self.pair.sample_seed, config.temperature)
     noised_ids, replaced = scatter_positions(input_ids, positions, sampled,
                                              weights)
     # The logits of the input and the shown token in one gather; log q of
@@ -126,8 +147,7 @@ class ElectricModel(ElectraModel):
 
   def energy(self, ids, features, training=None):
     """E(x)_t [B, T] (the discriminator head's output)."""
-    hidden = self.discriminator(ids, features["input_mask"],
-                                features["segment_ids"], training=training)
+    hidden = self.pair.discriminate(ids, features, training)
     return ops.cast(self.discriminator_predictions(hidden), "float32")
 
   def pseudo_log_likelihood(self, features):
