@@ -38,7 +38,8 @@ def export_hf(model, pretrain_config, tokenizer, vocab_file, staging, config):
       print(f"note: transformers' generator head uses the exact GELU, this "
             f"model's {encoder.config.hidden_act}: its logits will differ "
             "slightly", flush=True)
-  if getattr(model, "generator", None) is not None and "generator" not in found:
+  # A pair's generator that networks() leaves out: two-tower or fixed.
+  if hasattr(model, "pair") and "generator" not in found:
     print("note: this model's generator (two-tower or fixed) has no "
           "transformers class and was not exported", flush=True)
 

@@ -97,6 +97,18 @@ def test_transformers_loads_our_export_with_the_same_logits(exported, name,
     assert hf_tokenizer(text, add_special_tokens=False)["input_ids"] == row
 
 
+def test_a_generator_without_a_transformers_class_is_said(tmp_path, capsys):
+  """Electric's two-tower generator has no transformers class: the
+  discriminator is written, and the log says the generator was not."""
+  save_run(str(tmp_path), "electric", name="electric")
+  out = str(tmp_path / "hf_electric")
+  export_model.main(["--data-dir", str(tmp_path), "--model-name", "electric",
+                     "--format", "hf", "--output-dir", out])
+  log = capsys.readouterr().out
+  assert sorted(os.listdir(out)) == ["discriminator"]
+  assert "generator (two-tower or fixed) has no transformers class" in log
+
+
 def test_round_trip_ours_to_hf_to_ours_keeps_every_weight(exported):
   data_dir, made = exported
   _, model, out = made["electra"]
