@@ -3,6 +3,7 @@
 from keras import layers
 from keras import ops
 
+from model.encoder import LayerNorm
 from model.encoder import activation
 from model.encoder import initializer
 
@@ -22,7 +23,7 @@ class MaskedLMHead(layers.Layer):
     self.dense = layers.Dense(
         config.embedding_size, activation=activation(config.hidden_act),
         kernel_initializer=initializer(config), name="dense")
-    self.layer_norm = layers.LayerNormalization(
+    self.layer_norm = LayerNorm(
         epsilon=config.layer_norm_eps, name="LayerNorm")
 
   def build(self, input_shape):

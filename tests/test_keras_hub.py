@@ -160,14 +160,17 @@ def test_an_exact_gelu_model_exports_with_the_difference_said(exported):
   log = made["exact"][3]
   mapped = float(re.search(
       r"within (\S+) of ours computed with its tanh GELU", log).group(1))
-  assert mapped < 1e-5
+  # Float32 rounding: KerasHub's LayerNorm and ours (model.encoder.LayerNorm)
+  # order their float32 operations differently (up to ~1.4e-5 here); the
+  # misplaced weight this once caught showed as ~1e-3.
+  assert mapped < 5e-5
   activation = float(re.search(
       r"computes the tanh GELU; this model was trained with the exact one, "
       r"which differs by up to (\S+) in the sequence output", log).group(1))
   assert 1e-6 < activation < 1e-2
   approx = made["approx"][3]
   assert float(re.search(r"within (\S+) of ours$", approx, re.M).group(1)
-               ) < 1e-5
+               ) < 5e-5
   assert "tanh GELU" not in approx
 
 

@@ -235,3 +235,45 @@ def test_masked_lm_objective_matches_numpy_on_its_logits():
   expected = np_masked_lm_loss(logits, features["masked_lm_ids"],
                                features["masked_lm_weights"])
   np.testing.assert_allclose(float(out["loss"]), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-5),
+                                       ("mixed_bfloat16", 2e-2)])
+def test_layer_norm_matches_keras(dtype, tol):
+  """model.encoder.LayerNorm against Keras' LayerNormalization (the peer):
+  the same variables, outputs and gradients (float32 inside in both)."""
+  import keras
+  from keras import ops
+  from model.encoder import LayerNorm
+  rng = np.random.default_rng(0)
+  x = (rng.normal(size=(3, 5, 16)) * 3 + 1).astype(np.float32)
+  weights = [rng.uniform(0.5, 1.5, 16).astype(np.float32),
+             rng.normal(size=16).astype(np.float32)]
+  ours = LayerNorm(epsilon=1e-12, dtype=dtype, name="ln")
+  peer = keras.layers.LayerNormalization(epsilon=1e-12, dtype=dtype,
+                                         name="ln")
+  for layer in (ours, peer):
+    layer.build((None, None, 16))
+    layer.set_weights(weights)
+  assert [v.path for v in ours.weights] == [v.path for v in peer.weights]
+  for layer in (ours, peer):
+    assert keras.backend.standardize_dtype(layer(x).dtype) == (
+        "bfloat16" if dtype == "mixed_bfloat16" else "float32")
+
+  def outputs_and_grads(layer):
+    import tensorflow as tf
+    tensor = tf.constant(x)
+    with tf.GradientTape() as tape:
+      tape.watch(tensor)
+      y = ops.cast(layer(tensor), "float32")
+      loss = ops.sum(y * ops.sin(y))
+    return [np.asarray(y)] + [np.asarray(g, np.float32) for g in
+                              tape.gradient(loss, [tensor] + layer.weights)]
+
+  for got, want in zip(outputs_and_grads(ours), outputs_and_grads(peer)):
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(
+        want).max())
+  np.testing.assert_allclose(
+      np.asarray(ops.cast(ours(x), "float32")),
+      np_layer_norm(x.astype(np.float64), *weights, 1e-12),
+      rtol=tol, atol=tol * 3)

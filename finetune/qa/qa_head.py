@@ -17,6 +17,7 @@ top ends).
 from keras import layers
 from keras import ops
 
+from model.encoder import LayerNorm
 from model.encoder import activation
 from model.encoder import initializer
 
@@ -54,7 +55,7 @@ class SQuADHead(layers.Layer):
       # [B, k, T, 2H] concatenation is never built.
       self.end_hidden = layers.Dense(h, kernel_initializer=init,
                                      name="end_hidden")
-      self.end_norm = layers.LayerNormalization(
+      self.end_norm = LayerNorm(
           epsilon=config.layer_norm_eps, name="end_LayerNorm")
     self.end_dense = layers.Dense(1, kernel_initializer=init,
                                   name="end_logits")
