@@ -86,7 +86,7 @@ def model_config_for(pretrained, config):
 def source_encoder(pretraining_model, init_from):
   """The pretraining model's encoder that fine-tuning starts from."""
   role = ("generator" if init_from == "generator" else
-          type(pretraining_model).MAIN_NETWORK)
+          pretraining_model.MAIN_NETWORK)
   return pretraining_model.networks()[role][0]
 
 

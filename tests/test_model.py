@@ -2,14 +2,17 @@
 
 import dataclasses
 
+import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from util.config import apply_overrides
 from model import Embeddings
 from model import Encoder
 from model.config import get_model_config
 from model.config import scale_config
+from model.encoder import LayerNorm
 from pretrain.objectives import build_model
 from tests.numpy_reference import np_gelu
 from tests.numpy_reference import np_layer_norm
@@ -242,9 +245,6 @@ def test_masked_lm_objective_matches_numpy_on_its_logits():
 def test_layer_norm_matches_keras(dtype, tol):
   """model.encoder.LayerNorm against Keras' LayerNormalization (the peer):
   the same variables, outputs and gradients (float32 inside in both)."""
-  import keras
-  from keras import ops
-  from model.encoder import LayerNorm
   rng = np.random.default_rng(0)
   x = (rng.normal(size=(3, 5, 16)) * 3 + 1).astype(np.float32)
   weights = [rng.uniform(0.5, 1.5, 16).astype(np.float32),

@@ -177,8 +177,9 @@ def _mixture_argmax(logits, copy_logits, input_ids):
   probs = ops.softmax(ops.cast(logits, "float32"), axis=-1)  # one kernel
   input_ids = ops.cast(input_ids, "int32")
   best = ops.cast(ops.argmax(probs, axis=-1), "int32")
-  p_input = ops.take_along_axis(probs, ops.expand_dims(input_ids, -1),
-                                axis=-1)[..., 0]
+  # p(input) and p(best), the max, in one gather rather than another pass.
+  picked = ops.take_along_axis(probs, ops.stack([input_ids, best], axis=-1),
+                               axis=-1)
   copy = ops.sigmoid(ops.cast(copy_logits, "float32"))
-  keep = copy + (1 - copy) * p_input >= (1 - copy) * ops.max(probs, axis=-1)
+  keep = copy + (1 - copy) * picked[..., 0] >= (1 - copy) * picked[..., 1]
   return ops.where(keep, input_ids, best)

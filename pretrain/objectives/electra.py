@@ -57,10 +57,14 @@ class ElectraModel(PretrainingModel):
   def __init__(self, config, disc_config, unigram=None, **kwargs):
     super().__init__(config, **kwargs)
     self.pair = Pair(config, disc_config, unigram)
-    self.algorithm = self.pair.algorithm
     self.discriminator_predictions = DiscriminatorHead(
         disc_config, name="discriminator_predictions")
     self.LOG_KEYS = self.LOG_KEYS + self.algorithm.LOG_KEYS
+
+  @property
+  def algorithm(self):
+    """The pair's training algorithm (algorithms.py)."""
+    return self.pair.algorithm
 
   # ------------------------------------------- before a model exists
   for_config = classmethod(model_for_config)
