@@ -40,6 +40,8 @@ DEFAULT_EPOCHS = 3.0
 INIT_FROM = ("discriminator", "generator")
 KEEP_MODEL = ("best", "last", "none")
 QA_HEADS = ("xlnet", "linear")
+# training/optimization.create_optimizer; lamb is for pretraining only.
+OPTIMIZERS = ("adam_weight_decay", "adamw")
 # Multi-worker fine-tuning is not offered: one host holds the trial record.
 STRATEGIES = ("default", "mirrored", "tpu")
 
@@ -115,7 +117,12 @@ class FinetuningConfig:
   # Optimization (ELECTRA Table 6).
   learning_rate: Optional[float] = None  # default by the model's size
   layerwise_lr_decay: Optional[float] = None  # default by the model's size
-  weight_decay_rate: float = 0.0
+  # adam_weight_decay: the original release's Adam (no bias correction);
+  # adamw: Keras' (bias-corrected). training/optimization.py.
+  optimizer: str = "adam_weight_decay"
+  # The original release's configure_finetuning.py; its paper (Table 6,
+  # dissertation Table 5.2) says 0: docs/mirroring.md.
+  weight_decay_rate: float = 0.01
   warmup_proportion: float = 0.1
   # The original release's warmup: the decayed lr x min(1, step/warmup);
   # false: rise linearly to the peak lr, then decay.
@@ -273,6 +280,7 @@ class FinetuningConfig:
     check_choice("mixed_precision", self.mixed_precision,
                  ("float32", "bfloat16"))
     check_choice("qa_head", self.qa_head, QA_HEADS)
+    check_choice("optimizer", self.optimizer, OPTIMIZERS)
     check_choice("strategy", self.strategy, STRATEGIES)
     squad = any(t.startswith("squad") for t in self.tasks)
     if squad and self.max_query_length >= self.max_seq_length - 3:

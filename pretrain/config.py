@@ -21,7 +21,8 @@ from util.errors import UserError
 
 WEIGHT_SHARING = ("embeddings", "none", "all", "gdes")
 MASK_SCHEMES = ("electra", "bert")
-OPTIMIZERS = ("adamw", "lamb")
+# training/optimization.create_optimizer
+OPTIMIZERS = ("adam_weight_decay", "adamw", "lamb")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 INPUT_SHARDING = ("files", "batches")
@@ -108,8 +109,9 @@ class PretrainingConfig:
   generator_layers: float = 1.0
   cross_layer_sharing: bool = False  # ALBERT-style: one layer's weights, N x
 
-  # Optimization (Table 6).
-  optimizer: str = "adamw"
+  # Optimization (Table 6). adam_weight_decay: the original release's Adam
+  # (no bias correction); adamw: Keras' (bias-corrected); lamb.
+  optimizer: str = "adam_weight_decay"
   learning_rate: float = 5e-4
   lr_decay_power: float = 1.0  # 1.0 = linear decay to 0
   weight_decay_rate: float = 0.01

@@ -12,7 +12,8 @@ from finetune.optimization import depth_of
 
 
 def config(**kw):
-  values = dict(learning_rate=1e-3, layerwise_lr_decay=0.8,
+  values = dict(optimizer="adam_weight_decay", learning_rate=1e-3,
+                layerwise_lr_decay=0.8,
                 warmup_proportion=0.0, weight_decay_rate=0.0, adam_beta1=0.9,
                 adam_beta2=0.999, adam_epsilon=1e-6, warmup_scales_decay=True)
   values.update(kw)
@@ -38,20 +39,26 @@ def test_depths_follow_the_release():
   assert depth_of("finetuning/rte_head/output/kernel", n) == 14
 
 
-def test_first_adam_step_moves_each_variable_by_its_layer_lr():
-  """Adam's first update is lr * g / (|g| + eps) ~ lr per element, so the
-  step of each variable reveals its learning rate: lr * 0.8^(n + 2 - d)."""
+# The first update per unit of lr: Keras' bias-corrected Adam g / |g| = 1;
+# the original's (1 - beta1) / sqrt(1 - beta2) = 0.1 / sqrt(0.001).
+FIRST_STEP = {"adamw": 1.0, "adam_weight_decay": 0.1 / np.sqrt(1e-3)}
+
+
+@pytest.mark.parametrize("kind", sorted(FIRST_STEP))
+def test_first_adam_step_moves_each_variable_by_its_layer_lr(kind):
+  """The first update is a fixed multiple of the learning rate, so the
+  step of each variable reveals its rate: lr * 0.8^(n + 2 - d)."""
   n, lr, decay = 3, 1e-3, 0.8
   names = ["encoder/embeddings/w", "encoder/layer_0/w", "encoder/layer_2/w",
            "head/w"]
   variables = [variable(name, 4) for name in names]
-  optimizer = create_optimizer(config(learning_rate=lr,
+  optimizer = create_optimizer(config(optimizer=kind, learning_rate=lr,
                                       layerwise_lr_decay=decay),
                                variables, n, num_train_steps=100)
   optimizer.apply([np.ones(4, np.float32)] * len(variables), variables)
   steps = [float(-np.asarray(v)[0]) for v in variables]
   depths = [0, 1, 3, n + 2]
-  expected = [lr * decay ** (n + 2 - d) for d in depths]
+  expected = [FIRST_STEP[kind] * lr * decay ** (n + 2 - d) for d in depths]
   np.testing.assert_allclose(steps, expected, rtol=1e-3)
 
 
@@ -63,7 +70,8 @@ def test_shared_layer_takes_the_top_layers_rate():
                                num_train_steps=100, share_layers=True)
   optimizer.apply([np.ones(2, np.float32)], [shared])
   np.testing.assert_allclose(-np.asarray(shared)[0],
-                             lr * decay ** 2, rtol=1e-3)
+                             FIRST_STEP["adam_weight_decay"] * lr * decay ** 2,
+                             rtol=1e-3)
 
 
 def test_weight_decay_takes_each_layers_rate_and_skips_layernorm_bias():

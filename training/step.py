@@ -32,27 +32,26 @@ class ReplicaUpdate:
     # row by row before summing them, so its second moment comes out far
     # too small; summing into a dense gradient first keeps Adam exact.
     grads = [tf.convert_to_tensor(g) for g in grads]
-    if self.loss_scaled:  # the loss-scale optimizer clips and skips itself
-      norm = tf.linalg.global_norm(grads)
-      self.optimizer.apply(grads, variables)
-      return {"grad_norm": norm,
-              "finite": tf.cast(tf.math.is_finite(norm), tf.float32)}
     if self.num_replicas > 1:
       # Keras sums gradients across replicas only after its own clipping;
       # clip the summed gradient here, then hand it back pre-divided.
       grads = tf.distribute.get_replica_context().all_reduce("sum", grads)
-    if self.clip_norm > 0:
-      grads, norm = tf.clip_by_global_norm(grads, self.clip_norm)
-    else:
-      norm = tf.linalg.global_norm(grads)
+    # float16's gradients carry the loss scale: clip and report them as
+    # unscaled (the loss-scale optimizer divides it out, then applies).
+    scale = (tf.cast(self.optimizer.dynamic_scale, tf.float32)
+             if self.loss_scaled else tf.constant(1.0))
+    norm = tf.linalg.global_norm(grads) / scale
+    if self.clip_norm > 0:  # a non-finite norm makes every gradient NaN
+      grads, _ = tf.clip_by_global_norm(grads, self.clip_norm * scale,
+                                        use_norm=norm * scale)
     if self.num_replicas > 1:
       grads = [g / self.num_replicas for g in grads]
     # The norm is of all-reduced gradients: every replica agrees on it (a
     # non-finite loss anywhere makes it non-finite too).
     finite = tf.math.is_finite(norm)
-    if self.skip_nonfinite:
+    if self.skip_nonfinite and not self.loss_scaled:
       self._apply_if(finite, grads, variables)
-    else:
+    else:  # the loss-scale optimizer skips non-finite steps itself
       self.optimizer.apply(grads, variables)
     return {"grad_norm": norm, "finite": tf.cast(finite, tf.float32)}
 

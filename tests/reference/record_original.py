@@ -3,7 +3,7 @@
 Run once, by hand, outside CI (CI cannot fetch the original):
 
   python tests/reference/record_original.py /path/to/extracted/electra \
-      [--items 1,2,3,4,5,6] [--shared /work/shared/data]
+      [--items 1,2,3,4,5,6,7] [--shared /work/shared/data]
 
 under a Python whose TensorFlow has `tensorflow.compat.v1`, plus tf-slim
 (for `tensorflow.contrib.layers`) and tf-keras (for `tf.compat.v1.layers`).
@@ -585,6 +585,105 @@ def record_gelu_and_logits(tf, shared):
             **{"weight:" + k: v for k, v in values.items()})
 
 
+# ------------------------------------------------------------ item 7
+# Variables named as the original names them: the layer-wise keys of its
+# _get_layer_lrs and the no-decay patterns both read these names.
+OPTIMIZER_VARIABLES = (
+    ("electra/embeddings/word_embeddings", [6, 4]),
+    ("electra/embeddings/LayerNorm/gamma", [4]),
+    ("electra/embeddings_project/kernel", [4, 3]),
+    ("electra/encoder/layer_0/attention/self/query/kernel", [3, 3]),
+    ("electra/encoder/layer_0/attention/self/query/bias", [3]),
+    ("electra/encoder/layer_1/output/dense/kernel", [3, 3]),
+    ("electra/encoder/layer_1/output/LayerNorm/beta", [3]),
+    ("task_specific/classifier/kernel", [3, 2]),
+    ("task_specific/classifier/bias", [2]),
+)
+OPTIMIZER_RUN = dict(learning_rate=1e-3, num_train_steps=100,
+                     warmup_steps=10, weight_decay_rate=0.01, steps=40)
+
+
+def _optimizer_run(tf, optimization, initial, grads, layerwise):
+  """The original's create_optimizer on loss = sum(var * G_t): its own
+  gradients are G_t, then its clipping, schedule and update. Returns the
+  variables after each step and the learning rate(s) each step used (the
+  schedule tensor fetched in the same run as the update)."""
+  graph = tf.Graph()
+  with graph.as_default():
+    captured = {}
+    base = optimization.AdamWeightDecayOptimizer.__init__
+
+    def capture(self, learning_rate, *args, **kwargs):
+      captured["lr"] = learning_rate
+      base(self, learning_rate, *args, **kwargs)
+    optimization.AdamWeightDecayOptimizer.__init__ = capture
+    try:
+      variables, feeds, loss = [], [], 0.0
+      for (name, shape), value in zip(OPTIMIZER_VARIABLES, initial):
+        v = tf.get_variable(name, initializer=tf.constant(value))
+        g = tf.placeholder(tf.float32, shape)
+        variables.append(v)
+        feeds.append(g)
+        loss += tf.reduce_sum(v * g)
+      run = OPTIMIZER_RUN
+      train_op = optimization.create_optimizer(
+          loss, learning_rate=run["learning_rate"],
+          num_train_steps=run["num_train_steps"],
+          weight_decay_rate=run["weight_decay_rate"],
+          warmup_steps=run["warmup_steps"],
+          layerwise_lr_decay_power=0.8 if layerwise else -1,
+          n_transformer_layers=2 if layerwise else None)
+    finally:
+      optimization.AdamWeightDecayOptimizer.__init__ = base
+    lr = captured["lr"]
+    lr_keys = sorted(lr) if isinstance(lr, dict) else ["all"]
+    lr_fetch = [lr[k] for k in lr_keys] if isinstance(lr, dict) else [lr]
+    with tf.Session(graph=graph) as sess:
+      sess.run(tf.global_variables_initializer())
+      values, lrs = [], []
+      for step_grads in grads:
+        _, used = sess.run([train_op, lr_fetch],
+                           dict(zip(feeds, step_grads)))
+        lrs.append([float(x) for x in used])
+        values.append(sess.run(variables))
+  return values, lr_keys, lrs
+
+
+def record_optimizer(tf, shared):
+  del shared
+  from model import optimization  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(50)
+  initial = [rng.standard_normal(shape).astype(np.float32)
+             for _, shape in OPTIMIZER_VARIABLES]
+  # Global norms from ~0.2 to ~5: some steps clip (norm > 1), some not.
+  scales = np.exp(rng.uniform(np.log(0.03), np.log(0.6),
+                              OPTIMIZER_RUN["steps"]))
+  grads = [[(s * rng.standard_normal(shape)).astype(np.float32)
+            for _, shape in OPTIMIZER_VARIABLES] for s in scales]
+  arrays = {"initial:" + n: v for (n, _), v in zip(OPTIMIZER_VARIABLES,
+                                                     initial)}
+  for i, (name, _) in enumerate(OPTIMIZER_VARIABLES):
+    arrays["grads:" + name] = np.stack([g[i] for g in grads])
+  meta = dict(OPTIMIZER_RUN, variables=[n for n, _ in OPTIMIZER_VARIABLES],
+              variants={})
+  for variant, layerwise in (("pretraining", False), ("layerwise", True)):
+    runs = [_optimizer_run(tf, optimization, initial, grads, layerwise)
+            for _ in range(3)]
+    # The schedule's read of global_step races its increment in the
+    # original's graph (no control dependency); say if runs disagree.
+    same = all(r[2] == runs[0][2] for r in runs)
+    values, lr_keys, lrs = runs[0]
+    for i, (name, _) in enumerate(OPTIMIZER_VARIABLES):
+      arrays[f"{variant}:{name}"] = np.stack([v[i] for v in values])
+    meta["variants"][variant] = {
+        "layerwise_lr_decay_power": 0.8 if layerwise else -1,
+        "n_transformer_layers": 2 if layerwise else None,
+        "lr_keys": lr_keys, "lr_used": lrs,
+        "three_runs_used_the_same_lrs": same}
+  _dump_npz("optimizer_updates.npz", **arrays)
+  _dump_json("optimizer.json", meta)
+
+
 ITEMS = {
     "1": [record_masking],
     "2": [record_stsb],
@@ -592,13 +691,14 @@ ITEMS = {
     "4": [record_chunking, record_squad_answer_mask, record_default_lengths],
     "5": [record_learning_rate],
     "6": [record_gelu_and_logits],
+    "7": [record_optimizer],
 }
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("original", help="extracted google-research/electra")
-  parser.add_argument("--items", default="1,2,3,4,5,6")
+  parser.add_argument("--items", default="1,2,3,4,5,6,7")
   parser.add_argument("--shared", default="/work/shared/data")
   parser.add_argument("--draws", type=int, default=1000)
   args = parser.parse_args()
