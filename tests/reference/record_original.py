@@ -8,7 +8,7 @@ Run once, by hand, outside CI (CI cannot fetch the original):
 under a Python whose TensorFlow has `tensorflow.compat.v1`, plus tf-slim
 (for `tensorflow.contrib.layers`) and tf-keras (for `tf.compat.v1.layers`).
 It imports the original's own modules from the given path; the only shims
-are module aliases so that its imports resolve on TF 2.x (see _shim). No
+are module aliases so that its imports resolve on TF 2.x (see shim). No
 math of the original is restated here: each fixture is what its functions
 returned. Files are written beside this script; README.md there describes
 them.
@@ -31,10 +31,12 @@ SEQ_LEN = 128
 MASK_PROB = 0.15
 
 
-def _shim(original):
+def shim(original):
   """Lets the original's imports resolve on TF 2.x: tf.contrib is gone
   (its layers.layer_norm lives on in tf-slim, same code),
-  tf.compat.v1.layers needs Keras 2 (tf-keras), and tf.estimator is gone."""
+  tf.compat.v1.layers needs Keras 2 (tf-keras), and tf.estimator is gone
+  (TF 2.16): its names that the original's model_fn and hooks use are
+  stand-ins that only hold what they are given (no Estimator runs)."""
   os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   import tf_slim  # pylint: disable=g-import-not-at-top
@@ -45,10 +47,14 @@ def _shim(original):
   sys.path.insert(0, original)
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   tf.disable_eager_execution()
-  if not hasattr(tf, "estimator"):  # gone in TF 2.16; util/training_utils
-    # subclasses its SessionRunHook at import (never used here)
+  if not hasattr(tf, "estimator"):
     tf.estimator = types.SimpleNamespace(
-        SessionRunHook=tf.train.SessionRunHook)
+        SessionRunHook=tf.train.SessionRunHook,
+        SessionRunArgs=tf.train.SessionRunArgs,
+        ModeKeys=types.SimpleNamespace(TRAIN="train", EVAL="eval",
+                                       PREDICT="infer"),
+        tpu=types.SimpleNamespace(
+            TPUEstimatorSpec=lambda **kw: types.SimpleNamespace(**kw)))
   return tf
 
 
@@ -702,7 +708,7 @@ def main():
   parser.add_argument("--shared", default="/work/shared/data")
   parser.add_argument("--draws", type=int, default=1000)
   args = parser.parse_args()
-  tf = _shim(os.path.abspath(args.original))
+  tf = shim(os.path.abspath(args.original))
   for item in args.items.split(","):
     for fn in ITEMS[item]:
       if fn is record_masking:

@@ -1,0 +1,166 @@
+"""Whole runs side by side with the original release (issue 50): the same
+tiny ELECTRA pretrained by the original's code and by ours on the same
+TFRecords (ours, held-out shards for eval), the same hparams, several
+seeds, held-out eval at every saved checkpoint.
+
+  python benchmarks/original_parity/run_parity.py pretrain \
+      --original /tmp/orig_electra --original-python /work/orig_venv/bin/python \
+      --data-dir /work/parity/data --records results/original_parity
+
+DATA_DIR holds vocab.txt and pretrain_tfrecords/ (build_pretraining_dataset.py
+on /work/shared/data's Wikipedia; docs in results/original_parity/README.md).
+Runs go one at a time in plan.json's order, original and ours alternating;
+each resumes from its checkpoints (DATA_DIR/models/<side>_seed<k>) and skips
+what is done, so the command can simply be run again. Records (small JSON,
+no checkpoints) land in RECORDS/pretrain/<side>_seed<k>/ as they complete.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PLAN = os.path.join(HERE, "plan.json")
+
+
+def load_plan(path=PLAN):
+  with open(path) as f:
+    return json.load(f)
+
+
+def _original_hparams(plan):
+  """Ours -> the original's spelling of the same model (its configure_
+  pretraining has no tiny size: small with the tiny sizes overridden)."""
+  shared = plan["pretrain"]
+  return dict(shared, model_size="small",
+              model_hparam_overrides=plan["tiny_sizes"], embedding_size=128)
+
+
+def _our_argv(plan, data_dir, name, seed, eval_only=False):
+  hparams = dict(plan["pretrain"], objective="electra", model_size="tiny",
+                 seed=seed, keep_checkpoint_max=100, iterations_per_loop=100)
+  argv = ["--data-dir", data_dir, "--model-name", name,
+          "--hparams", json.dumps(hparams)]
+  return argv + (["--no-do-train"] if eval_only else [])
+
+
+def pretrain_original(args, plan, seed, name):
+  heldout = os.path.join(args.data_dir, "pretrain_tfrecords",
+                         "heldout_data.tfrecord*")
+  cmd = [args.original_python,
+         os.path.join(HERE, "original_pretrain.py"), args.original,
+         "--data-dir", args.data_dir, "--model-name", name,
+         "--hparams", json.dumps(_original_hparams(plan)),
+         "--seed", str(seed), "--eval-tfrecords", heldout]
+  subprocess.run(cmd, check=True)
+  model_dir = os.path.join(args.data_dir, "models", name)
+  _copy_records(args, name, os.path.join(model_dir, "eval"),
+                os.path.join(model_dir, "train_log.jsonl"))
+
+
+def pretrain_ours(args, plan, seed, name):
+  model_dir = os.path.join(args.data_dir, "models", name)
+  os.makedirs(model_dir, exist_ok=True)
+  log = os.path.join(model_dir, "stdout.log")
+  with open(log, "a") as f:  # its step lines -> train_log.jsonl below
+    subprocess.run([sys.executable, os.path.join(REPO, "run_pretraining.py")]
+                   + _our_argv(plan, args.data_dir, name, seed), check=True,
+                   stdout=f, stderr=subprocess.STDOUT)
+  _train_log_from_stdout(log, os.path.join(model_dir, "train_log.jsonl"))
+  # Every kept checkpoint evaluated in one process (its own eval masks).
+  subprocess.run([sys.executable, __file__, "_eval_ours",
+                  "--data-dir", args.data_dir, "--name", name,
+                  "--seed", str(seed), "--plan", args.plan], check=True)
+  _copy_records(args, name, os.path.join(model_dir, "eval"),
+                os.path.join(model_dir, "train_log.jsonl"))
+
+
+def _train_log_from_stdout(log, out):
+  """`step N/M | loss X | ...` lines (the mean over the logged steps) ->
+  {step, loss} lines, the last line of each step kept (a resume repeats)."""
+  records = {}
+  with open(log) as f:
+    for line in f:
+      match = re.match(r"step (\d+)/\d+ \| loss ([0-9.eE+-]+)", line)
+      if match:
+        records[int(match.group(1))] = float(match.group(2))
+  with open(out, "w") as f:
+    for step in sorted(records):
+      f.write(json.dumps({"step": step, "loss": records[step]}) + "\n")
+
+
+def eval_ours(args):
+  sys.path.insert(0, REPO)
+  from util.tf_quiet import import_tensorflow
+  import_tensorflow()
+  import tensorflow as tf
+  from loading.sources import open_source
+  from pretrain import config as configure_pretraining
+  from pretrain.trainer import Trainer
+  plan = load_plan(args.plan)
+  config = configure_pretraining.load_config(
+      _our_argv(plan, args.data_dir, args.name, args.seed, eval_only=True)
+      + ["--do-eval"])
+  out_dir = os.path.join(config.model_dir, "eval")
+  os.makedirs(out_dir, exist_ok=True)
+  state = tf.train.get_checkpoint_state(config.model_dir)
+  with Trainer(config, open_source=open_source) as trainer:
+    for path in state.all_model_checkpoint_paths:
+      step = int(path.rsplit("-", 1)[1])
+      out = os.path.join(out_dir, f"step_{step}.json")
+      if os.path.exists(out):
+        continue
+      trainer.config.eval_checkpoint = os.path.join(config.model_dir, path)
+      results = trainer.evaluate()
+      with open(out + ".tmp", "w") as f:
+        json.dump(results, f, indent=2, sort_keys=True)
+      os.replace(out + ".tmp", out)
+
+
+def _copy_records(args, name, eval_dir, train_log):
+  dest = os.path.join(args.records, "pretrain", name)
+  os.makedirs(dest, exist_ok=True)
+  for f in sorted(os.listdir(eval_dir)):
+    if f.endswith(".json"):
+      shutil.copy(os.path.join(eval_dir, f), os.path.join(dest, f))
+  if os.path.exists(train_log):
+    shutil.copy(train_log, os.path.join(dest, "train_log.jsonl"))
+
+
+def pretrain(args):
+  plan = load_plan(args.plan)
+  for side, seed in plan["pretrain_runs"]:
+    name = f"{side}_seed{seed}"
+    print(f"== {name}", flush=True)
+    if side == "original":
+      pretrain_original(args, plan, seed, name)
+    else:
+      pretrain_ours(args, plan, seed, name)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("phase", choices=["pretrain", "_eval_ours"])
+  parser.add_argument("--original", default="/tmp/orig_electra")
+  parser.add_argument("--original-python",
+                      default="/work/orig_venv/bin/python")
+  parser.add_argument("--data-dir", required=True)
+  parser.add_argument("--records",
+                      default=os.path.join(REPO, "results", "original_parity"))
+  parser.add_argument("--name", help="_eval_ours: the run")
+  parser.add_argument("--seed", type=int, default=1)
+  parser.add_argument("--plan", default=PLAN)
+  args = parser.parse_args()
+  if args.phase == "pretrain":
+    pretrain(args)
+  else:
+    eval_ours(args)
+
+
+if __name__ == "__main__":
+  main()
