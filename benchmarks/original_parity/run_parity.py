@@ -125,11 +125,22 @@ def eval_ours(args):
 def _copy_records(args, name, eval_dir, train_log):
   dest = os.path.join(args.records, "pretrain", name)
   os.makedirs(dest, exist_ok=True)
+  _write_machine(dest)
   for f in sorted(os.listdir(eval_dir)):
     if f.endswith(".json"):
       shutil.copy(os.path.join(eval_dir, f), os.path.join(dest, f))
   if os.path.exists(train_log):
     shutil.copy(train_log, os.path.join(dest, "train_log.jsonl"))
+
+
+def _write_machine(folder):
+  """The CPU that produced a folder's records, beside them."""
+  sys.path.insert(0, HERE)
+  from collect_parity import cpu_kind
+  path = os.path.join(folder, "machine.json")
+  if not os.path.exists(path):
+    with open(path, "w") as f:
+      json.dump({"cpu": cpu_kind()}, f)
 
 
 def pretrain(args):
@@ -143,9 +154,72 @@ def pretrain(args):
       pretrain_ours(args, plan, seed, name)
 
 
+def finetune(args):
+  """One pretrained checkpoint (the original's, plan["finetune"]["model"])
+  fine-tuned by the original's code and by ours (its TF1 import) on each
+  task with each seed and learning rate; a record per (side, lr, task,
+  seed) in RECORDS/finetune/, skipped when there."""
+  plan = load_plan(args.plan)
+  spec = plan["finetune"]
+  model_dir = os.path.join(args.data_dir, "models", spec["model"])
+  out_dir = os.path.join(args.records, "finetune")
+  work = os.path.join(args.data_dir, "finetune_work")
+  os.makedirs(out_dir, exist_ok=True)
+  _write_machine(out_dir)
+  for lr in spec["learning_rates"]:
+    for task in spec["tasks"]:
+      for side in ("original", "ours"):
+        outs = {seed: os.path.join(out_dir, f"{side}_lr{lr:g}_{task}_seed"
+                                   f"{seed}.json") for seed in spec["seeds"]}
+        if all(os.path.exists(o) for o in outs.values()):
+          continue
+        print(f"== fine-tune {side} lr {lr:g} {task}", flush=True)
+        if side == "original":
+          for seed, out in outs.items():
+            if not os.path.exists(out):
+              _finetune_original(args, plan, lr, task, seed, out)
+        else:
+          _finetune_ours(args, spec, model_dir, lr, task, outs,
+                         os.path.join(work, f"ours_lr{lr:g}_{task}"))
+
+
+def _finetune_original(args, plan, lr, task, seed, out):
+  spec = plan["finetune"]
+  hparams = dict(spec["hparams"], model_size="small", embedding_size=128,
+                 model_hparam_overrides=plan["tiny_sizes"],
+                 task_names=[task], learning_rate=lr)
+  subprocess.run([args.original_python,
+                  os.path.join(HERE, "original_finetune.py"), args.original,
+                  "--data-dir", args.data_dir, "--model-name", spec["model"],
+                  "--hparams", json.dumps(hparams), "--seed", str(seed),
+                  "--output", out], check=True)
+  shutil.rmtree(out + ".work", ignore_errors=True)  # its model, tfrecords
+
+
+def _finetune_ours(args, spec, model_dir, lr, task, outs, work):
+  """All seeds in one run (num_trials; trial k has seed seed + k)."""
+  seeds = sorted(outs)
+  assert seeds == list(range(seeds[0], seeds[0] + len(seeds)))
+  hparams = dict(spec["hparams"], learning_rate=lr, seed=seeds[0],
+                 num_trials=len(seeds), keep_model="none")
+  subprocess.run([sys.executable, os.path.join(REPO, "run_finetuning.py"),
+                  "--init-checkpoint", model_dir,
+                  "--vocab-file", os.path.join(args.data_dir, "vocab.txt"),
+                  "--raw-data-dir", os.path.join(args.data_dir,
+                                                 "finetuning_data"),
+                  "--task-names", task, "--output-dir", work,
+                  "--hparams", json.dumps(hparams)], check=True)
+  with open(os.path.join(work, f"{task}_trials.json")) as f:
+    trials = json.load(f)["trials"]
+  for seed, trial in zip(seeds, trials):
+    record = {"task": task, "seed": seed, "results": trial[task]}
+    with open(outs[seed], "w") as f:
+      json.dump(record, f, indent=2, sort_keys=True)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("phase", choices=["pretrain", "_eval_ours"])
+  parser.add_argument("phase", choices=["pretrain", "finetune", "_eval_ours"])
   parser.add_argument("--original", default="/tmp/orig_electra")
   parser.add_argument("--original-python",
                       default="/work/orig_venv/bin/python")
@@ -158,6 +232,8 @@ def main():
   args = parser.parse_args()
   if args.phase == "pretrain":
     pretrain(args)
+  elif args.phase == "finetune":
+    finetune(args)
   else:
     eval_ours(args)
 

@@ -1,0 +1,211 @@
+"""The side-by-side runs' table and plot, from their committed records
+(issue 50; run_parity.py writes them).
+
+  python benchmarks/original_parity/collect_parity.py results/original_parity
+
+Reads RECORDS/pretrain/<side>_seed<k>/step_<N>.json (held-out eval at every
+checkpoint) and train_log.jsonl, and RECORDS/finetune/<side>_lr<lr>_<task>_
+seed<k>.json; writes RECORDS/results.md and RECORDS/pretrain_curves.png.
+Every number comes from those files; nothing else is read.
+"""
+
+import argparse
+import collections
+import glob
+import json
+import os
+import platform
+import re
+
+import numpy as np
+from scipy import stats
+
+SIDES = ("original", "ours")
+EVAL_METRICS = (("disc_auc", "discriminator AUC"),
+                ("disc_loss", "discriminator loss"),
+                ("masked_lm_accuracy", "generator MLM accuracy"),
+                ("masked_lm_loss", "generator MLM loss"))
+HEADLINE = {"rte": "accuracy", "mrpc": "accuracy", "cola": "mcc",
+            "sts": "spearman"}
+
+
+def cpu_kind():
+  """The CPU's model name and whether it has AVX512-BF16 / AMX."""
+  name, flags = platform.processor() or "unknown CPU", set()
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          name = line.split(":", 1)[1].strip()
+        elif line.startswith("flags"):
+          flags = set(line.split(":", 1)[1].split())
+  except OSError:
+    pass
+  extras = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
+  return f"{name} ({', '.join(extras) or 'no AVX512-BF16/AMX'})"
+
+
+def machines(records):
+  """The CPUs that ran the records (each folder's machine.json)."""
+  found = set()
+  for path in glob.glob(os.path.join(records, "*", "**", "machine.json"),
+                        recursive=True):
+    with open(path) as f:
+      found.add(json.load(f)["cpu"])
+  return sorted(found) or ["CPU not recorded"]
+
+
+def read_pretraining(records):
+  """{side: {seed: {"eval": {step: metrics}, "train": {step: loss}}}}."""
+  runs = collections.defaultdict(dict)
+  for folder in sorted(glob.glob(os.path.join(records, "pretrain", "*"))):
+    match = re.fullmatch(r"(original|ours)_seed(\d+)",
+                         os.path.basename(folder))
+    if not match:
+      continue
+    evals = {}
+    for path in glob.glob(os.path.join(folder, "step_*.json")):
+      with open(path) as f:
+        result = json.load(f)
+      evals[int(result["global_step"])] = result
+    train = {}
+    log = os.path.join(folder, "train_log.jsonl")
+    if os.path.exists(log):
+      with open(log) as f:
+        for line in f:
+          record = json.loads(line)
+          train[record["step"]] = record["loss"]
+    runs[match.group(1)][int(match.group(2))] = {"eval": evals,
+                                                 "train": train}
+  return runs
+
+
+def read_finetuning(records):
+  """{(lr, task): {side: {seed: headline score x100}}}."""
+  scores = collections.defaultdict(lambda: collections.defaultdict(dict))
+  pattern = os.path.join(records, "finetune", "*.json")
+  for path in sorted(glob.glob(pattern)):
+    match = re.fullmatch(r"(original|ours)_lr([0-9.e-]+)_(\w+)_seed(\d+)\.json",
+                         os.path.basename(path))
+    if not match:
+      continue
+    side, lr, task, seed = match.groups()
+    with open(path) as f:
+      results = json.load(f)["results"]
+    # Both sides' scorers report x100.
+    scores[(float(lr), task)][side][int(seed)] = results[HEADLINE[task]]
+  return scores
+
+
+def _spread(values):
+  return f"{np.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}]"
+
+
+def pretraining_table(runs):
+  lines = []
+  seeds = {side: sorted(runs.get(side, {})) for side in SIDES}
+  steps = sorted(set.intersection(*[
+      set(run["eval"]) for side in SIDES for run in runs.get(side, {}).values()
+  ])) if all(seeds.values()) else []
+  lines.append(f"Held-out eval at every checkpoint: mean over pretraining "
+               f"seeds [min, max]; original seeds {seeds['original']}, "
+               f"ours {seeds['ours']}. \"in range\": ours' mean lies within "
+               f"the original's seed range widened by its own (the two "
+               f"ranges overlap).")
+  for key, title in EVAL_METRICS:
+    lines += ["", f"**{title}** (`{key}`)", "",
+              "| step | original | ours | ours - original | ranges overlap |",
+              "|---|---|---|---|---|"]
+    for step in steps:
+      values = {side: [runs[side][s]["eval"][step][key] for s in seeds[side]]
+                for side in SIDES}
+      overlap = (min(values["ours"]) <= max(values["original"]) and
+                 max(values["ours"]) >= min(values["original"]))
+      lines.append(f"| {step} | {_spread(values['original'])} | "
+                   f"{_spread(values['ours'])} | "
+                   f"{np.mean(values['ours']) - np.mean(values['original']):+.4f}"
+                   f" | {'yes' if overlap else '**no**'} |")
+  return lines
+
+
+def finetuning_table(scores):
+  lines = ["", "Fine-tuning one checkpoint (the original's seed 1) by both "
+           "codes: dev score x100 (RTE, MRPC accuracy; CoLA MCC; STS-B "
+           "Spearman), mean over fine-tuning seeds [min, max]; Welch's t-test "
+           "(scipy) over the seeds.", "",
+           "| lr | task | original | ours | ours - original | Welch p |",
+           "|---|---|---|---|---|---|"]
+  for (lr, task) in sorted(scores):
+    sides = scores[(lr, task)]
+    if not all(sides.get(s) for s in SIDES):
+      continue
+    a = [sides["original"][k] for k in sorted(sides["original"])]
+    b = [sides["ours"][k] for k in sorted(sides["ours"])]
+    # No test without a spread on either side (e.g. every seed at the
+    # majority class).
+    p = (stats.ttest_ind(b, a, equal_var=False).pvalue
+         if min(len(a), len(b)) > 1 and np.std(a) + np.std(b) > 0
+         else float("nan"))
+    lines.append(f"| {lr:g} | {task} | {np.mean(a):.2f} [{min(a):.2f}, "
+                 f"{max(a):.2f}] (n={len(a)}) | {np.mean(b):.2f} "
+                 f"[{min(b):.2f}, {max(b):.2f}] (n={len(b)}) | "
+                 f"{np.mean(b) - np.mean(a):+.2f} | {p:.3f} |")
+  return lines
+
+
+def plot(runs, path):
+  import matplotlib  # only here: the tables need no plotting library
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt
+  panels = list(EVAL_METRICS[:3]) + [("train", "training loss (mean of "
+                                      "100 steps)")]
+  fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+  colors = {"original": "tab:blue", "ours": "tab:orange"}
+  for ax, (key, title) in zip(axes.flat, panels):
+    for side in SIDES:
+      seeds = sorted(runs.get(side, {}))
+      for i, seed in enumerate(seeds):
+        run = runs[side][seed]
+        series = (run["train"] if key == "train" else
+                  {s: r[key] for s, r in run["eval"].items()})
+        steps = sorted(series)
+        label = (f"{side} ({len(seeds)} pretraining seeds)" if i == 0
+                 else None)
+        ax.plot(steps, [series[s] for s in steps], color=colors[side],
+                alpha=0.8, marker="o" if key != "train" else None,
+                markersize=3, label=label)
+    ax.set_title(title)
+    ax.set_xlabel("pretraining step")
+    ax.grid(alpha=0.3)
+  axes.flat[0].legend()
+  fig.suptitle("Tiny ELECTRA pretrained by the original release's code and "
+               "by ours (same TFRecords and hparams; held-out eval)")
+  fig.text(0.5, 0.005, "; ".join(machines(os.path.dirname(path))),
+           ha="center", fontsize=8)
+  fig.tight_layout(rect=(0, 0.02, 1, 0.96))
+  fig.savefig(path, dpi=80)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("records")
+  args = parser.parse_args()
+  runs = read_pretraining(args.records)
+  scores = read_finetuning(args.records)
+  lines = ["# The original release's code and ours, whole runs side by side",
+           "", "Regenerate: `python benchmarks/original_parity/"
+           "collect_parity.py results/original_parity` (hparams: "
+           "`benchmarks/original_parity/plan.json`). Ran on: "
+           + "; ".join(machines(args.records)) + ".", "",
+           "## Pretraining", ""]
+  lines += pretraining_table(runs)
+  lines += ["", "![curves](pretrain_curves.png)", "", "## Fine-tuning"]
+  lines += finetuning_table(scores)
+  with open(os.path.join(args.records, "results.md"), "w") as f:
+    f.write("\n".join(lines) + "\n")
+  plot(runs, os.path.join(args.records, "pretrain_curves.png"))
+  print("\n".join(lines))
+
+
+if __name__ == "__main__":
+  main()
