@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from comparison import baselines
+from comparison import stats
 from comparison.plan import own_pll_method
 from comparison.plan import ALIASES
 from finetune.metrics import GLUE_METRICS
@@ -67,13 +68,18 @@ def summarize(tasks, scores):
                        ("glue_no_sts", [t for t in glue if t != "sts"])):
     if not members or (key == "glue_no_sts" and members == glue):
       continue
-    complete = [np.mean([s[t] for t in members]) for s in scores.values()
-                if all(t in s for t in members)]
+    complete = {pair: np.mean([s[t] for t in members])
+                for pair, s in scores.items() if all(t in s for t in members)}
     if complete:
-      stats = _stats(complete)
+      stats = _stats(list(complete.values()))
+      by_run = {}  # the pretraining seed is the unit (comparison/stats.py)
+      for (run, _), value in complete.items():
+        by_run.setdefault(run, []).append(value)
       out.update({f"{key}_score": stats["median"],
                   f"{key}_spread": stats["spread"],
-                  f"{key}_seeds": stats["seeds"]})
+                  f"{key}_seeds": stats["seeds"],
+                  f"{key}_runs": {str(r): float(np.mean(v))
+                                  for r, v in by_run.items()}})
   return out
 
 
@@ -100,7 +106,8 @@ def _checkpoint_results(config, runs, step, runner):
 
 SUMMARY_KEYS = ("glue_score", "glue_spread", "glue_seeds",
                 "glue_no_sts_score", "glue_no_sts_spread",
-                "glue_no_sts_seeds", "eval", "eval_runs")
+                "glue_no_sts_seeds", "glue_runs", "glue_no_sts_runs", "eval",
+                "eval_runs")
 
 
 def collect(config, budget, runs, runner, command=""):
@@ -141,40 +148,29 @@ def collect(config, budget, runs, runner, command=""):
 
 
 def versus_baseline(objectives):
-  """Each objective's GLUE margin over BERT's and whether the seeds show it.
-
-  A margin counts only when it is larger than the larger of the two seed
-  spreads (max - min over seeds); otherwise neither objective is shown
-  better. Empty until BERT and another objective have a GLUE score.
-  """
+  """Each objective's GLUE margin over BERT's, tested over pretraining
+  seeds (comparison/stats.py), with and without STS-B. Empty until BERT
+  and another objective have a GLUE score."""
   # The papers' baseline (ELECTRA Table 1 and Table 4): the run named mlm
   # or its alias bert.
   base = next((n for n in objectives if ALIASES.get(n, n) == "mlm"), None)
   ref = objectives.get(base, {})
-  if "glue_score" not in ref:
+  if "glue_runs" not in ref:
     return {}
   out = {}
   for name, o in objectives.items():
-    if name == base or "glue_score" not in o:
+    if name == base or "glue_runs" not in o:
       continue
     out[name] = dict(_verdict(o, ref, "glue"), baseline=base)
-    if "glue_no_sts_score" in o and "glue_no_sts_score" in ref:
+    if "glue_no_sts_runs" in o and "glue_no_sts_runs" in ref:
       out[name]["without_sts"] = _verdict(o, ref, "glue_no_sts")
   return out
 
 
 def _verdict(o, ref, key):
-  """The margin of `o` over `ref` in `key`_score, against the larger of
-  their spreads over every (pretraining, fine-tuning) seed pair."""
-  margin = o[f"{key}_score"] - ref[f"{key}_score"]
-  spread = max(o[f"{key}_spread"], ref[f"{key}_spread"])
-  counts = [len(x[f"{key}_seeds"]) for x in (o, ref) if f"{key}_seeds" in x]
-  if counts and min(counts) < 2:  # a spread of 0 is no evidence
-    verdict = "one seed pair: no spread to judge by"
-  else:
-    verdict = ("ahead" if margin > spread else
-               "behind" if -margin > spread else "not shown different")
-  return {"margin": margin, "spread": spread, "verdict": verdict}
+  """`o` against `ref` over their pretraining runs' `key` means."""
+  return stats.compare(list(o[f"{key}_runs"].values()),
+                       list(ref[f"{key}_runs"].values()))
 
 
 def _cell(stats):
@@ -240,17 +236,28 @@ def markdown(results):
                   "and POS: each word's most frequent training tag.")
   versus = results.get("versus_baseline") or {}
   if versus:
-    lines += ["", "Against BERT (GLUE; a margin counts when it is larger "
-              "than the larger spread of the two over seed pairs):"]
+    lines += ["", "Against BERT: the difference of the GLUE means over "
+              "pretraining seeds (each seed's mean over its fine-tuning "
+              "seeds), Welch's t-test p (the verdict, at 0.05) and the exact "
+              "permutation p with the smallest p those seed counts allow "
+              "(comparison/stats.py):"]
   for name, v in versus.items():
-    line = (f"- {name}: {v['margin']:+.1f} over {v['baseline']}, larger "
-            f"spread {v['spread']:.1f}: {v['verdict']}")
+    line = f"- {name} vs {v['baseline']}: GLUE {_test_line(v)}"
     if "without_sts" in v:
-      w = v["without_sts"]
-      line += (f"; without STS-B {w['margin']:+.1f}, spread "
-               f"{w['spread']:.1f}: {w['verdict']}")
+      line += f"; without STS-B {_test_line(v['without_sts'])}"
     lines.append(line)
   return "\n".join(lines) + "\n"
+
+
+def _p(value):
+  return "-" if value is None else f"{value:.2g}"
+
+
+def _test_line(v):
+  n_a, n_b = v["seeds"]
+  return (f"{v['margin']:+.1f} ({n_a} vs {n_b} seeds): {v['verdict']}; "
+          f"permutation p = {_p(v['permutation_p'])} (smallest possible "
+          f"{_p(v['smallest_p'])})")
 
 
 def _legend(ax):
