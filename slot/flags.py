@@ -25,7 +25,8 @@ def parse_args(argv, description=None):
   p.add_argument("--objectives", default="electra,mlm",
                  help="NAME[:K],...: K pretraining seeds of NAME (any "
                  "objective, its preset as run_comparison.py picks it); "
-                 "NAME:A-B: its seeds A to B")
+                 "NAME:A-B: its seeds A to B; '' with --random-init-control: "
+                 "the control alone")
   p.add_argument("--budget-flops", type=float, default=0,
                  help="train FLOPs per run (appendix E); 0: equal FLOPs "
                  "sized from the measured speeds and --train-seconds")
@@ -68,6 +69,9 @@ def parse_args(argv, description=None):
                  help="fine-tuning steps per jitted call")
   p.add_argument("--pretrained", action="append", default=[],
                  help="npz weights folder to fine-tune (skips pretraining)")
+  p.add_argument("--random-init-control", action="store_true",
+                 help="also fine-tune --size's ELECTRA encoder as "
+                 "initialised, not pretrained (the control row)")
   p.add_argument("--started-at", type=float, default=0,
                  help="epoch seconds the command began (gpu_slot.sh)")
   args = parse_known(p, argv)
@@ -76,8 +80,9 @@ def parse_args(argv, description=None):
   if not args.finetune_data and os.path.isdir(os.path.join(args.data,
                                                            "finetune")):
     args.finetune_data = os.path.join(args.data, "finetune")
-  if args.pretrained and not args.finetune_data:
-    p.error("--pretrained needs fine-tuning arrays (--finetune-data)")
+  if (args.pretrained or args.random_init_control) and not args.finetune_data:
+    p.error("--pretrained and --random-init-control need fine-tuning "
+            "arrays (--finetune-data)")
   check(args)
   return args
 
@@ -105,8 +110,14 @@ def check(args):
   for flag, folder in folders:
     if not os.path.isdir(folder):
       raise UserError(f"{flag} {folder} is not a folder")
-  if not args.pretrained:
+  if not fine_tune_only(args):
     objective_seeds(args.objectives)
+
+
+def fine_tune_only(args):
+  """--pretrained weights, or --objectives '' with the control alone."""
+  return bool(args.pretrained) or (args.random_init_control and
+                                   not args.objectives.strip())
 
 
 def objective_seeds(spec):

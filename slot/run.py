@@ -7,6 +7,7 @@ import sys
 import keras
 
 from slot.clock import Clock
+from slot.flags import fine_tune_only
 from slot.finetune_phase import finetune_phase
 from slot.pretrain_phase import pretrain_phase
 
@@ -36,7 +37,7 @@ def main(args):
 
 
 def run(args, clock, result, write):
-  if args.pretrained:
+  if fine_tune_only(args):
     clock.log(f"python {sys.version.split()[0]}, keras {keras.__version__} "
               f"({keras.backend.backend()}); fine-tuning "
               f"{', '.join(args.pretrained)}")
