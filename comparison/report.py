@@ -265,6 +265,12 @@ def _legend(ax):
     ax.legend(fontsize=8)
 
 
+def _seed_label(name, results):
+  o = results["objectives"][name]
+  return (f"{name} ({o.get('pretrain_seeds', 1)} pretraining x "
+          f"{results.get('seeds', 1)} fine-tuning seeds)")
+
+
 def plot(results, path_glue, path_curves):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
@@ -283,17 +289,21 @@ def plot(results, path_glue, path_curves):
     y = [c["glue_score"] for c in points]
     low = [c["glue_score"] - min(c["glue_seeds"]) for c in points]
     high = [max(c["glue_seeds"]) - c["glue_score"] for c in points]
-    ax.errorbar(x, y, yerr=[low, high], marker="o", capsize=3, label=name,
-                color=colors[name])
+    ax.errorbar(x, y, yerr=[low, high], marker="o", capsize=3,
+                label=_seed_label(name, results), color=colors[name])
   if by_name:
     ax.set_xticks(range(len(scored)), list(scored), rotation=20, fontsize=8)
+    ax.set_xlabel("objective (each at the same train FLOPs)")
     if "glue_score" in (results.get("baseline") or {}):
       ax.axhline(results["baseline"]["glue_score"], color="grey", ls="--",
                  label="no text (majority class)")
   else:
-    ax.set_xlabel("pretraining FLOPs")
-  ax.set_ylabel("GLUE dev score (median of seeds)")
-  ax.set_title(f"{results['model_size']} models, equal FLOPs", fontsize=10)
+    ax.set_xlabel("pretraining FLOPs (ELECTRA appendix E)")
+  ax.set_ylabel("GLUE dev score x100\n(median; bars: min-max of seed pairs)",
+                fontsize=8)
+  ax.set_title(f"GLUE after fine-tuning: {results['model_size']} models, "
+               f"{results.get('budget_flops', 0):.3g} train FLOPs each",
+               fontsize=9)
   ax.grid(alpha=0.3)
   _legend(ax)
   fig.tight_layout()
@@ -308,9 +318,13 @@ def plot(results, path_glue, path_curves):
                 for c in o["checkpoints"]]
       points = [p for p in points if p[1] is not None]
       if points:
-        ax.plot(*zip(*points), marker="o", label=name, color=colors[name])
+        ax.plot(*zip(*points), marker="o", color=colors[name],
+                label=f"{name} (mean of {o.get('pretrain_seeds', 1)} "
+                "pretraining seeds)")
   axes[0].set_ylabel("discriminator AUC (Electric: NCE AUC)")
   axes[1].set_ylabel("generator / MLM accuracy at masks")
+  axes[0].set_title("Held-out replaced-token detection", fontsize=9)
+  axes[1].set_title("Held-out masked-token prediction", fontsize=9)
   for ax in axes:
     ax.set_xlabel("pretraining FLOPs")
     ax.grid(alpha=0.3)
