@@ -260,9 +260,9 @@ def _test_line(v):
           f"{_p(v['smallest_p'])})")
 
 
-def _legend(ax):
+def _legend(ax, **below):
   if ax.get_legend_handles_labels()[0]:  # nothing to label before results
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, **below)
 
 
 def _seed_label(name, results):
@@ -305,9 +305,9 @@ def plot(results, path_glue, path_curves):
                f"{results.get('budget_flops', 0):.3g} train FLOPs each",
                fontsize=9)
   ax.grid(alpha=0.3)
-  _legend(ax)
-  fig.tight_layout()
-  fig.savefig(path_glue)
+  # Below the axes: inside, it would hide the points.
+  _legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.3))
+  fig.savefig(path_glue, bbox_inches="tight")
   plt.close(fig)
 
   fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), dpi=100)
