@@ -11,7 +11,7 @@ from util.errors import UserError
 
 # Flags that count something: at least 1 (0 would plan nothing, or divide).
 COUNTS = ("batch", "chunk", "measure_calls", "checkpoints", "eval_steps",
-          "finetune_seeds", "finetune_first_seed", "finetune_chunk")
+          "finetune_first_seed", "finetune_chunk")
 SECONDS = ("train_seconds", "time_limit")
 
 
@@ -94,6 +94,9 @@ def check(args):
     if getattr(args, name) < 1:
       raise UserError(f"--{name.replace('_', '-')} must be >= 1, got "
                       f"{getattr(args, name)}")
+  if args.finetune_seeds < 0:  # 0: pretrain only
+    raise UserError(f"--finetune-seeds must be >= 0, got "
+                    f"{args.finetune_seeds}")
   for name in SECONDS + ("budget_flops", "reserve_seconds"):
     value = getattr(args, name)
     if not math.isfinite(value) or value < 0 or (

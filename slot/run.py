@@ -47,7 +47,7 @@ def run(args, clock, result, write):
     report_out(args, clock)
     return result
   pretrain_phase(args, clock, result, write)
-  if args.finetune_data:
+  if args.finetune_data and args.finetune_seeds:  # 0: pretraining only
     models = {e["folder"]: e["weights_dir"] for e in result["objectives"]}
     finetune_phase(args, clock, result, write, models)
   report_out(args, clock)
