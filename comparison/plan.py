@@ -49,7 +49,7 @@ class Run:
 
 def preset_names():
   """The <name> of every configs/<name>_<size>.json."""
-  return sorted(names_index.presets())
+  return sorted(names_index.presets(PRESETS))
 
 
 def preset(name, size):

@@ -34,9 +34,9 @@ def registered():
   return names
 
 
-def presets():
+def presets(folder=os.path.join(ROOT, "configs")):
   """The <name> of every configs/<name>_<size>.json."""
-  return {f.rsplit("_", 1)[0] for f in os.listdir(os.path.join(ROOT, "configs"))
+  return {f.rsplit("_", 1)[0] for f in os.listdir(folder)
           if f.endswith(".json") and "_" in f}
 
 
