@@ -4,7 +4,9 @@ and `--field-name` flags. TF-free, so bad flags fail in under a second."""
 import dataclasses
 import os
 
+from finetune import data_layout
 from finetune.config import FinetuningConfig
+from pretrain import objective_names
 from pretrain.config import PretrainingConfig
 from scoring.config import ScoringConfig
 from util import storage
@@ -21,6 +23,8 @@ DEFAULT_TASKS = "cola,sst,mrpc,sts,rte"
 TASK_ALIASES = {"sst-2": "sst", "sst2": "sst", "sts-b": "sts", "stsb": "sts"}
 # Token-level tasks, read from a CoNLL-2000 folder (conll_dir).
 TAGGING_TASKS = ("chunk", "pos")
+# What a comparison fine-tunes: GLUE from glue_dir, tagging from conll_dir.
+KNOWN_TASKS = data_layout.GLUE + TAGGING_TASKS
 
 
 @dataclasses.dataclass
@@ -144,6 +148,12 @@ class ComparisonConfig:
       raise UserError("--output-dir is required")
     if not self.objective_names:
       raise UserError("no objectives: --objectives mlm,electra,...")
+    # Before any heavy import: a typo is refused in a second.
+    objective_names.check(self.objective_names)
+    unknown = [t for t in self.task_names if t not in KNOWN_TASKS]
+    if unknown:
+      raise UserError(f"unknown task '{unknown[0]}' in --tasks (choose from "
+                      f"{', '.join(KNOWN_TASKS)})")
     check_numbers(self)
     self.finetune_indices  # noqa: B018 (checks the value)
     # Unknown, ill-typed or out-of-range values fail here, not hours later

@@ -17,8 +17,9 @@ from pretrain import flops
 from util.config import apply_overrides
 from util.errors import UserError
 from pretrain import load_objectives
+from pretrain import objective_names as names_index
 
-ALIASES = {"bert": "mlm"}
+ALIASES = names_index.ALIASES
 PRESETS = os.path.join(ROOT, "configs")
 
 
@@ -48,8 +49,7 @@ class Run:
 
 def preset_names():
   """The <name> of every configs/<name>_<size>.json."""
-  return sorted({f.rsplit("_", 1)[0] for f in os.listdir(PRESETS)
-                 if f.endswith(".json") and "_" in f})
+  return sorted(names_index.presets(PRESETS))
 
 
 def preset(name, size):

@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from comparison import baselines
+from comparison import stats
 from comparison.plan import own_pll_method
 from comparison.plan import ALIASES
 from finetune.metrics import GLUE_METRICS
@@ -67,13 +68,18 @@ def summarize(tasks, scores):
                        ("glue_no_sts", [t for t in glue if t != "sts"])):
     if not members or (key == "glue_no_sts" and members == glue):
       continue
-    complete = [np.mean([s[t] for t in members]) for s in scores.values()
-                if all(t in s for t in members)]
+    complete = {pair: np.mean([s[t] for t in members])
+                for pair, s in scores.items() if all(t in s for t in members)}
     if complete:
-      stats = _stats(complete)
+      stats = _stats(list(complete.values()))
+      by_run = {}  # the pretraining seed is the unit (comparison/stats.py)
+      for (run, _), value in complete.items():
+        by_run.setdefault(run, []).append(value)
       out.update({f"{key}_score": stats["median"],
                   f"{key}_spread": stats["spread"],
-                  f"{key}_seeds": stats["seeds"]})
+                  f"{key}_seeds": stats["seeds"],
+                  f"{key}_runs": {str(r): float(np.mean(v))
+                                  for r, v in by_run.items()}})
   return out
 
 
@@ -100,7 +106,8 @@ def _checkpoint_results(config, runs, step, runner):
 
 SUMMARY_KEYS = ("glue_score", "glue_spread", "glue_seeds",
                 "glue_no_sts_score", "glue_no_sts_spread",
-                "glue_no_sts_seeds", "eval", "eval_runs")
+                "glue_no_sts_seeds", "glue_runs", "glue_no_sts_runs", "eval",
+                "eval_runs")
 
 
 def collect(config, budget, runs, runner, command=""):
@@ -141,40 +148,29 @@ def collect(config, budget, runs, runner, command=""):
 
 
 def versus_baseline(objectives):
-  """Each objective's GLUE margin over BERT's and whether the seeds show it.
-
-  A margin counts only when it is larger than the larger of the two seed
-  spreads (max - min over seeds); otherwise neither objective is shown
-  better. Empty until BERT and another objective have a GLUE score.
-  """
+  """Each objective's GLUE margin over BERT's, tested over pretraining
+  seeds (comparison/stats.py), with and without STS-B. Empty until BERT
+  and another objective have a GLUE score."""
   # The papers' baseline (ELECTRA Table 1 and Table 4): the run named mlm
   # or its alias bert.
   base = next((n for n in objectives if ALIASES.get(n, n) == "mlm"), None)
   ref = objectives.get(base, {})
-  if "glue_score" not in ref:
+  if "glue_runs" not in ref:
     return {}
   out = {}
   for name, o in objectives.items():
-    if name == base or "glue_score" not in o:
+    if name == base or "glue_runs" not in o:
       continue
     out[name] = dict(_verdict(o, ref, "glue"), baseline=base)
-    if "glue_no_sts_score" in o and "glue_no_sts_score" in ref:
+    if "glue_no_sts_runs" in o and "glue_no_sts_runs" in ref:
       out[name]["without_sts"] = _verdict(o, ref, "glue_no_sts")
   return out
 
 
 def _verdict(o, ref, key):
-  """The margin of `o` over `ref` in `key`_score, against the larger of
-  their spreads over every (pretraining, fine-tuning) seed pair."""
-  margin = o[f"{key}_score"] - ref[f"{key}_score"]
-  spread = max(o[f"{key}_spread"], ref[f"{key}_spread"])
-  counts = [len(x[f"{key}_seeds"]) for x in (o, ref) if f"{key}_seeds" in x]
-  if counts and min(counts) < 2:  # a spread of 0 is no evidence
-    verdict = "one seed pair: no spread to judge by"
-  else:
-    verdict = ("ahead" if margin > spread else
-               "behind" if -margin > spread else "not shown different")
-  return {"margin": margin, "spread": spread, "verdict": verdict}
+  """`o` against `ref` over their pretraining runs' `key` means."""
+  return stats.compare(list(o[f"{key}_runs"].values()),
+                       list(ref[f"{key}_runs"].values()))
 
 
 def _cell(stats):
@@ -240,22 +236,39 @@ def markdown(results):
                   "and POS: each word's most frequent training tag.")
   versus = results.get("versus_baseline") or {}
   if versus:
-    lines += ["", "Against BERT (GLUE; a margin counts when it is larger "
-              "than the larger spread of the two over seed pairs):"]
+    lines += ["", "Against BERT: the difference of the GLUE means over "
+              "pretraining seeds (each seed's mean over its fine-tuning "
+              "seeds), Welch's t-test p (the verdict, at 0.05) and the exact "
+              "permutation p with the smallest p those seed counts allow "
+              "(comparison/stats.py):"]
   for name, v in versus.items():
-    line = (f"- {name}: {v['margin']:+.1f} over {v['baseline']}, larger "
-            f"spread {v['spread']:.1f}: {v['verdict']}")
+    line = f"- {name} vs {v['baseline']}: GLUE {_test_line(v)}"
     if "without_sts" in v:
-      w = v["without_sts"]
-      line += (f"; without STS-B {w['margin']:+.1f}, spread "
-               f"{w['spread']:.1f}: {w['verdict']}")
+      line += f"; without STS-B {_test_line(v['without_sts'])}"
     lines.append(line)
   return "\n".join(lines) + "\n"
 
 
-def _legend(ax):
+def _p(value):
+  return "-" if value is None else f"{value:.2g}"
+
+
+def _test_line(v):
+  n_a, n_b = v["seeds"]
+  return (f"{v['margin']:+.1f} ({n_a} vs {n_b} seeds): {v['verdict']}; "
+          f"permutation p = {_p(v['permutation_p'])} (smallest possible "
+          f"{_p(v['smallest_p'])})")
+
+
+def _legend(ax, **below):
   if ax.get_legend_handles_labels()[0]:  # nothing to label before results
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, **below)
+
+
+def _seed_label(name, results):
+  o = results["objectives"][name]
+  return (f"{name} ({o.get('pretrain_seeds', 1)} pretraining x "
+          f"{results.get('seeds', 1)} fine-tuning seeds)")
 
 
 def plot(results, path_glue, path_curves):
@@ -276,21 +289,25 @@ def plot(results, path_glue, path_curves):
     y = [c["glue_score"] for c in points]
     low = [c["glue_score"] - min(c["glue_seeds"]) for c in points]
     high = [max(c["glue_seeds"]) - c["glue_score"] for c in points]
-    ax.errorbar(x, y, yerr=[low, high], marker="o", capsize=3, label=name,
-                color=colors[name])
+    ax.errorbar(x, y, yerr=[low, high], marker="o", capsize=3,
+                label=_seed_label(name, results), color=colors[name])
   if by_name:
     ax.set_xticks(range(len(scored)), list(scored), rotation=20, fontsize=8)
+    ax.set_xlabel("objective (each at the same train FLOPs)")
     if "glue_score" in (results.get("baseline") or {}):
       ax.axhline(results["baseline"]["glue_score"], color="grey", ls="--",
                  label="no text (majority class)")
   else:
-    ax.set_xlabel("pretraining FLOPs")
-  ax.set_ylabel("GLUE dev score (median of seeds)")
-  ax.set_title(f"{results['model_size']} models, equal FLOPs", fontsize=10)
+    ax.set_xlabel("pretraining FLOPs (ELECTRA appendix E)")
+  ax.set_ylabel("GLUE dev score x100\n(median; bars: min-max of seed pairs)",
+                fontsize=8)
+  ax.set_title(f"GLUE after fine-tuning: {results['model_size']} models, "
+               f"{results.get('budget_flops', 0):.3g} train FLOPs each",
+               fontsize=9)
   ax.grid(alpha=0.3)
-  _legend(ax)
-  fig.tight_layout()
-  fig.savefig(path_glue)
+  # Below the axes: inside, it would hide the points.
+  _legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.3))
+  fig.savefig(path_glue, bbox_inches="tight")
   plt.close(fig)
 
   fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), dpi=100)
@@ -301,9 +318,13 @@ def plot(results, path_glue, path_curves):
                 for c in o["checkpoints"]]
       points = [p for p in points if p[1] is not None]
       if points:
-        ax.plot(*zip(*points), marker="o", label=name, color=colors[name])
+        ax.plot(*zip(*points), marker="o", color=colors[name],
+                label=f"{name} (mean of {o.get('pretrain_seeds', 1)} "
+                "pretraining seeds)")
   axes[0].set_ylabel("discriminator AUC (Electric: NCE AUC)")
   axes[1].set_ylabel("generator / MLM accuracy at masks")
+  axes[0].set_title("Held-out replaced-token detection", fontsize=9)
+  axes[1].set_title("Held-out masked-token prediction", fontsize=9)
   for ax in axes:
     ax.set_xlabel("pretraining FLOPs")
     ax.grid(alpha=0.3)

@@ -22,6 +22,7 @@ from comparison.jobs import (Job, JobRunner, blimp_result, data_result,
                              pretrain_result)
 from comparison import report
 from comparison.config import TAGGING_TASKS
+from finetune import data_layout
 from pretrain.run_config import RUN_SETTINGS
 from util import storage
 from util import text_files
@@ -51,18 +52,8 @@ def _tagging_dir(config):
 def prepare_tagging_data(config):
   """OUTPUT_DIR/tagging_data/{chunk,pos}/: links to CoNLL-2000's train.txt,
   and its test.txt as dev.txt (the ELECTRA release scores test)."""
-  for task in TAGGING_TASKS:
-    if task not in config.task_names:
-      continue
-    folder = os.path.join(_tagging_dir(config), task)
-    storage.makedirs(folder)
-    for name, source in (("train.txt", "train.txt"), ("dev.txt", "test.txt")):
-      link = os.path.join(folder, name)
-      target = os.path.abspath(os.path.join(config.conll_dir, source))
-      if os.path.lexists(link) and os.path.realpath(link) != target:
-        os.remove(link)  # ours: a rerun may name another conll_dir
-      if not os.path.lexists(link):
-        os.symlink(target, link)
+  data_layout.link_conll(config.conll_dir, _tagging_dir(config),
+                         [t for t in TAGGING_TASKS if t in config.task_names])
 
 
 def _raw_data_dir(config, task):

@@ -10,8 +10,8 @@ five here): BERT-Small 75.1 and ELECTRA-Small 79.9 at 1.4e18 train FLOPs;
 ELECTRA-Small 74.1 at 6.25% of its training, 8.9e16.
 """
 
-import json
 import os
+import zipfile
 
 import numpy as np
 
@@ -22,10 +22,12 @@ from finetune import arrays as ft_arrays
 from finetune import task_builder
 from finetune.featurization import limit
 from util import storage
+from util import text_files
 from util.errors import UserError
 from util.machine import cpu_kind
 from util.tokenization import load_tokenizer
 
+CONTROL = "random init (no pretraining)"  # slot/control.py's row
 PAPER_TABLE_1 = {"BERT-Small": (1.4e18, 75.1), "ELECTRA-Small": (1.4e18, 79.9),
                  "ELECTRA-Small 6.25%": (8.9e16, 74.1)}
 
@@ -41,7 +43,7 @@ def read_records(folders):
     if not storage.exists(slot_path):
       raise UserError(f"{slot_path} not found: is {folder} a slot's "
                       "returned folder?")
-    slot = json.loads(storage.read_text(slot_path))
+    slot = text_files.read_json(slot_path)
     for entry in slot.get("objectives", []):
       if entry["folder"] in pretrained:
         raise UserError(f"{entry['folder']} was pretrained by two of the "
@@ -52,9 +54,7 @@ def read_records(folders):
           entry, device=slot.get("device")))
     outputs_path = os.path.join(folder, ft_arrays.OUTPUTS)
     if storage.exists(outputs_path):
-      with storage.open_file(outputs_path, "rb") as f:
-        with np.load(f, allow_pickle=False) as data:
-          outputs.update({k: data[k] for k in data.files})
+      outputs.update(read_outputs(outputs_path))
     else:  # trials whose outputs were not kept are not counted
       slot = dict(slot, finetune=[])
     records.append(slot)
@@ -64,17 +64,40 @@ def read_records(folders):
   return records, {k: e for k, (_, e) in pretrained.items()}, outputs
 
 
-def score_outputs(meta, outputs, raw_data_dir, vocab_file):
+def read_outputs(path):
+  """{key: array} of a finetune_outputs.npz, read whole: a truncated or
+  damaged file is named, not half-read."""
+  try:
+    with storage.open_file(path, "rb") as f:
+      with np.load(f, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+  except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as e:
+    raise UserError(f"{path} is truncated or not an .npz file "
+                    f"({type(e).__name__}: {str(e)[:80]})") from None
+
+
+def score_outputs(meta, outputs, raw_data_dir, vocab_file, tagging_dir=""):
   """{model: {(seed): {task: score x100}}} of the dev outputs, through
-  each task's scorer on its dev examples, featurized as exported."""
+  each task's scorer on its dev examples, featurized as exported.
+  raw_data_dir / tagging_dir / vocab_file: where the GLUE folders, the
+  chunk/ and pos/ folders and the vocabulary are here ("": where
+  finetune.json says they were)."""
   config = ft_arrays.load_config(meta)
-  tokenizer = load_tokenizer(vocab_file or config.vocab_file,
-                             config.do_lower_case)
+  vocab_file = vocab_file or config.vocab_file
+  if not storage.exists(vocab_file):
+    raise UserError(f"vocabulary {vocab_file} (as finetune.json records it) "
+                    "is not here: name it with --vocab-file")
+  tokenizer = load_tokenizer(vocab_file, config.do_lower_case)
   tasks = {}
   for name in meta["tasks"]:
     own = ft_arrays.task_config(config, meta, name)
-    if raw_data_dir and name not in TAGGING_TASKS:
-      own.raw_data_dir = raw_data_dir
+    tagging = name in TAGGING_TASKS
+    given = tagging_dir if tagging else raw_data_dir
+    own.raw_data_dir = given or own.raw_data_dir
+    if not storage.isdir(own.raw_data_dir):
+      raise UserError(f"{name}: its data folder {own.raw_data_dir} (as "
+                      "finetune.json records it) is not here: name it with "
+                      f"{'--conll-dir' if tagging else '--glue-dir'}")
     tasks[name], = task_builder.get_tasks(own, tokenizer)
   grouped = {}
   for key, value in outputs.items():
@@ -149,13 +172,14 @@ def _devices(records, key):
                    for d, n in counts.items())
 
 
-def collect(folders, finetune_meta, raw_data_dir="", vocab_file=""):
+def collect(folders, finetune_meta, raw_data_dir="", vocab_file="",
+            tagging_dir=""):
   """results.json's dict from the record folders of one or more slots (a
   slot.json each, finetune_outputs.npz where it fine-tuned): the runs
   they pretrained, the dev outputs they returned."""
   records, pretrained, outputs = read_records(folders)
-  config, scores, task_objects = score_outputs(finetune_meta, outputs,
-                                               raw_data_dir, vocab_file)
+  config, scores, task_objects = score_outputs(
+      finetune_meta, outputs, raw_data_dir, vocab_file, tagging_dir)
   tasks = list(finetune_meta["tasks"])
   scores, left_out = complete_seeds(scores, tasks)
   seeds = sorted({s for by_seed in scores.values() for s in by_seed})
@@ -181,9 +205,12 @@ def collect(folders, finetune_meta, raw_data_dir="", vocab_file=""):
                                  for r in records
                                  for t in r.get("finetune", [])]}
   groups = {}  # objective as written -> its runs' folders (pretrain seeds)
-  for folder in scores:
+  # The control last, beside the baseline row that follows it.
+  for folder in sorted(scores, key=lambda f: f.startswith(
+      ft_arrays.RANDOM_INIT)):
     entry = pretrained.get(folder, {})
-    name = entry.get("written") or entry.get("objective") or folder
+    name = (CONTROL if folder.startswith(ft_arrays.RANDOM_INIT) else
+            entry.get("written") or entry.get("objective") or folder)
     groups.setdefault(name, []).append(folder)
   for name, runs_of in groups.items():
     runs_of.sort(key=lambda f: pretrained.get(f, {}).get("pretrain_seed", 1))

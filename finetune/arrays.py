@@ -34,6 +34,8 @@ from util.errors import UserError
 META = "finetune.json"
 DATA = "finetune.npz"
 OUTPUTS = "finetune_outputs.npz"  # a slot's dev outputs (run_gpu_slot.py)
+# The model name of the control fine-tuned from random initialisation.
+RANDOM_INIT = "random_init"
 FORMAT = "electra-finetuning-arrays"
 PACKED = ("input_ids", "input_mask", "segment_ids")
 

@@ -148,3 +148,19 @@ def check_files(config):
       for stem in split_files(task, split):
         if find(config.raw_data_dir, task, stem) is None:
           raise missing(config.raw_data_dir, task, stem)
+
+
+def link_conll(conll_dir, raw_data_dir, tasks):
+  """RAW_DATA_DIR/<task>/ for each tagging task: links to CoNLL-2000's
+  train.txt, and its test.txt as dev.txt (the ELECTRA release scores
+  test), so one CoNLL folder serves chunk and pos."""
+  for task in tasks:
+    folder = os.path.join(raw_data_dir, task)
+    storage.makedirs(folder)
+    for name, source in (("train.txt", "train.txt"), ("dev.txt", "test.txt")):
+      link = os.path.join(folder, name)
+      target = os.path.abspath(os.path.join(conll_dir, source))
+      if os.path.lexists(link) and os.path.realpath(link) != target:
+        os.remove(link)  # ours: a rerun may name another conll_dir
+      if not os.path.lexists(link):
+        os.symlink(target, link)

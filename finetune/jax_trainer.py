@@ -29,6 +29,7 @@ from finetune import arrays as arrays_lib
 from finetune.model import FinetuningModel
 from finetune.model import set_encoder_weights
 from finetune.optimization import create_optimizer
+from interop.weights import encoder_slots
 from pretrain.arrays import batch_rows
 from pretrain.jax_trainer import _global_norm
 from util.errors import UserError
@@ -83,6 +84,12 @@ class JaxFinetuner:
     one = {k: v[:1] for k, v in self._batch_numpy("train", [0]).items()}
     model(one, task_name=self.task.name, training=False)
     return model
+
+  def initial_encoder_weights(self, seed):
+    """{name: array} of a fresh model's encoder built with `seed`: the
+    control fine-tuned from random initialisation (slot/control.py)."""
+    return {slot.name: np.asarray(slot.value())
+            for slot in encoder_slots(self._new_model(seed).encoder)}
 
   def _batch_numpy(self, split, rows):
     columns = {k: np.asarray(v)[np.asarray(rows)]

@@ -2,23 +2,25 @@
 together on the CPU, each one's records and dev outputs copied beside the
 report (records/1, records/2, ... in the order given)."""
 
-import argparse
 import json
 import os
+import tempfile
 
 from comparison import report
 from comparison import slot_report
-from finetune import arrays as ft_arrays
+from comparison.config import TAGGING_TASKS
+from finetune import data_layout
+from slot import records
 from util import storage
+from util import text_files
+from util.config import ArgumentParser
+from util.config import parse_args as parse_known
 from util.errors import UserError
-
-RECORDS = ("slot.json", "slot.log", ft_arrays.OUTPUTS)
-RECORDS_DIR = "records"
 
 
 def parse_args(argv, description=None):
   """argv parsed; `description` is the script's (its --help)."""
-  p = argparse.ArgumentParser(description=description, allow_abbrev=False)
+  p = ArgumentParser(description=description)
   p.add_argument("files_at", nargs="+",
                  help="a slot run's returned folder, or a folder this script "
                  "wrote (scored again); several: their runs together, a "
@@ -29,28 +31,39 @@ def parse_args(argv, description=None):
                  help="default: FILES_AT's finetune.json when it has one, "
                  "else .slot_data/finetune")
   p.add_argument("--glue-dir", default="",
-                 help="default: the export's raw_data_dir")
+                 help="the GLUE tasks' folders here (default: where "
+                 "finetune.json says they were)")
+  p.add_argument("--conll-dir", default="",
+                 help="CoNLL-2000's train.txt and test.txt here, for chunk "
+                 "and pos (default: where finetune.json says they were)")
   p.add_argument("--vocab-file", default="",
                  help="default: the export's vocab_file")
-  return p.parse_args(argv)
+  return parse_known(p, argv)
 
 
 def collect(args):
   """results.json, results.md and the plots in --output-dir, with the
   records that score them again; prints the table, returns 0."""
-  folders = [f for at in args.files_at for f in _record_folders(at)]
+  folders = [f for at in args.files_at for f in records.folders_of(at)]
+  records.check_distinct(folders)
   meta_path = _meta_path(args)
-  meta = json.loads(storage.read_text(meta_path))
-  results = slot_report.collect(folders, meta, args.glue_dir,
-                                args.vocab_file)
+  meta = text_files.read_json(meta_path)
+  with tempfile.TemporaryDirectory() as tagging_dir:
+    if args.conll_dir:
+      _check_conll(args.conll_dir)
+      data_layout.link_conll(args.conll_dir, tagging_dir, TAGGING_TASKS)
+    results = slot_report.collect(
+        folders, meta, args.glue_dir, args.vocab_file,
+        tagging_dir if args.conll_dir else "")
+  results["records"] = records.manifest(folders)
   out = args.output_dir
   # Everything read before anything is written: the output may be one of
   # the inputs (scored again in place).
   copies = {os.path.join(out, "finetune.json"): storage.read_bytes(meta_path)}
   for k, folder in enumerate(folders, 1):
-    for name in RECORDS:
+    for name in records.FILES:
       if storage.exists(os.path.join(folder, name)):
-        copies[os.path.join(out, RECORDS_DIR, str(k), name)] = (
+        copies[os.path.join(out, records.RECORDS_DIR, str(k), name)] = (
             storage.read_bytes(os.path.join(folder, name)))
   for path, data in copies.items():
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -67,17 +80,11 @@ def collect(args):
   return 0
 
 
-def _record_folders(files_at):
-  """A returned folder (its slot.json), or the numbered record folders of
-  one this script wrote."""
-  written = os.path.join(files_at, RECORDS_DIR)
-  if storage.isdir(written):
-    return [os.path.join(written, k) for k in sorted(
-        (k for k in storage.listdir(written) if k.isdigit()), key=int)]
-  if not storage.exists(os.path.join(files_at, "slot.json")):
-    raise UserError(f"{files_at} holds no slot.json: not a slot's returned "
-                    f"folder nor one collect_gpu_slot.py wrote")
-  return [files_at]
+def _check_conll(conll_dir):
+  for name in ("train.txt", "test.txt"):
+    if not storage.exists(os.path.join(conll_dir, name)):
+      raise UserError(f"--conll-dir {conll_dir} has no {name} (CoNLL-2000 "
+                      "as distributed)")
 
 
 def _meta_path(args):

@@ -13,6 +13,8 @@ from finetune.jax_trainer import JaxFinetuner
 from finetune.model import model_config_for
 from finetune.model import pretrained_encoder_weights
 from loading.sources import find_pretrained
+from slot.control import control_config
+from slot.control import control_name
 from slot.measure import compile_all
 from util.errors import UserError
 
@@ -47,6 +49,11 @@ def finetune_phase(args, clock, result, write, models):
     model_config = model_config_for(pretrained, config)
     encoders[name] = pretrained_encoder_weights(pretrained, config)
     shapes[name] = model_config
+  models = list(models)
+  if args.random_init_control:
+    control = control_name(args)
+    shapes[control] = control_config(args, config, data.meta["vocab_size"])
+    models.append(control)
   # One compiled step per task and encoder shape (BERT-Small and
   # ELECTRA-Small's discriminator share one).
   distinct = {}
@@ -59,6 +66,10 @@ def finetune_phase(args, clock, result, write, models):
       finetuners[(key, task.name)] = JaxFinetuner(
           config, model_config, task, data, device, clock.log,
           chunk=args.finetune_chunk)
+  if args.random_init_control:  # its encoder as a fresh model builds it
+    key = repr(dataclasses.asdict(shapes[control]))
+    first = finetuners[(key, tasks[0].name)]
+    encoders[control] = first.initial_encoder_weights(config.seed)
   steps = {t.name: data.meta["tasks"][t.name]["train_steps"] for t in tasks}
   clock.log(f"fine-tuning {', '.join(models)} on "
             f"{', '.join(t.name for t in tasks)} "

@@ -1,12 +1,23 @@
 """run_gpu_slot.py's flags."""
 
-import argparse
+import math
 import os
+
+from pretrain import objective_names
+from util.config import ArgumentParser
+from util.config import load_hparams
+from util.config import parse_args as parse_known
+from util.errors import UserError
+
+# Flags that count something: at least 1 (0 would plan nothing, or divide).
+COUNTS = ("batch", "chunk", "measure_calls", "checkpoints", "eval_steps",
+          "finetune_first_seed", "finetune_chunk")
+SECONDS = ("train_seconds", "time_limit")
 
 
 def parse_args(argv, description=None):
   """argv parsed; `description` is the script's (its --help)."""
-  p = argparse.ArgumentParser(description=description, allow_abbrev=False)
+  p = ArgumentParser(description=description)
   p.add_argument("--data", default=".slot_data",
                  help="pretrain/arrays.py folder (prepare_gpu_slot.py)")
   p.add_argument("--out", default=os.environ.get("OUT", ""))
@@ -14,7 +25,8 @@ def parse_args(argv, description=None):
   p.add_argument("--objectives", default="electra,mlm",
                  help="NAME[:K],...: K pretraining seeds of NAME (any "
                  "objective, its preset as run_comparison.py picks it); "
-                 "NAME:A-B: its seeds A to B")
+                 "NAME:A-B: its seeds A to B; '' with --random-init-control: "
+                 "the control alone")
   p.add_argument("--budget-flops", type=float, default=0,
                  help="train FLOPs per run (appendix E); 0: equal FLOPs "
                  "sized from the measured speeds and --train-seconds")
@@ -57,14 +69,80 @@ def parse_args(argv, description=None):
                  help="fine-tuning steps per jitted call")
   p.add_argument("--pretrained", action="append", default=[],
                  help="npz weights folder to fine-tune (skips pretraining)")
+  p.add_argument("--random-init-control", action="store_true",
+                 help="also fine-tune --size's ELECTRA encoder as "
+                 "initialised, not pretrained (the control row)")
   p.add_argument("--started-at", type=float, default=0,
                  help="epoch seconds the command began (gpu_slot.sh)")
-  args = p.parse_args(argv)
+  args = parse_known(p, argv)
   if not args.out:
     p.error("--out (or $OUT) is required")
   if not args.finetune_data and os.path.isdir(os.path.join(args.data,
                                                            "finetune")):
     args.finetune_data = os.path.join(args.data, "finetune")
-  if args.pretrained and not args.finetune_data:
-    p.error("--pretrained needs fine-tuning arrays (--finetune-data)")
+  if (args.pretrained or args.random_init_control) and not args.finetune_data:
+    p.error("--pretrained and --random-init-control need fine-tuning "
+            "arrays (--finetune-data)")
+  check(args)
   return args
+
+
+def check(args):
+  """Everything a flag can get wrong, before JAX and the measurements
+  start (a slot's minutes are few)."""
+  for name in COUNTS:
+    if getattr(args, name) < 1:
+      raise UserError(f"--{name.replace('_', '-')} must be >= 1, got "
+                      f"{getattr(args, name)}")
+  if args.finetune_seeds < 0:  # 0: pretrain only
+    raise UserError(f"--finetune-seeds must be >= 0, got "
+                    f"{args.finetune_seeds}")
+  for name in SECONDS + ("budget_flops", "reserve_seconds"):
+    value = getattr(args, name)
+    if not math.isfinite(value) or value < 0 or (
+        name in SECONDS and value == 0):
+      raise UserError(f"--{name.replace('_', '-')} must be a finite "
+                      f"number {'> 0' if name in SECONDS else '>= 0'}, got "
+                      f"{value}")
+  for spec in args.hparams:
+    load_hparams(spec)  # a bad file or JSON is named now
+  # (--data: gpu_slot.sh and arrays.load name what is missing there.)
+  folders = [("--pretrained", p) for p in args.pretrained] + (
+      [("--finetune-data", args.finetune_data)] if args.finetune_data else
+      [])
+  for flag, folder in folders:
+    if not os.path.isdir(folder):
+      raise UserError(f"{flag} {folder} is not a folder")
+  if not fine_tune_only(args):
+    objective_seeds(args.objectives)
+
+
+def fine_tune_only(args):
+  """--pretrained weights, or --objectives '' with the control alone."""
+  return bool(args.pretrained) or (args.random_init_control and
+                                   not args.objectives.strip())
+
+
+def objective_seeds(spec):
+  """[(name, first seed, last seed)] of --objectives NAME[:K|:A-B],...;
+  an unknown name, a bad range or a run named twice is refused."""
+  out, seen = [], {}
+  for item in spec.split(","):
+    name, _, seeds = item.strip().partition(":")
+    first, _, last = (seeds or "1").partition("-")
+    try:
+      first, last = (int(first), int(last)) if last else (1, int(first))
+    except ValueError:
+      first = last = 0
+    if not name or first < 1 or last < first:
+      raise UserError(f"--objectives item '{item.strip()}': give NAME, "
+                      "NAME:K (seeds 1..K) or NAME:A-B (1 <= A <= B)")
+    objective_names.check([name])
+    paper = objective_names.ALIASES.get(name, name)
+    for k in range(first, last + 1):
+      if (paper, k) in seen:  # one folder, trained and counted twice
+        raise UserError(f"--objectives names {name} seed {k} twice "
+                        f"('{seen[paper, k]}' and '{item.strip()}')")
+      seen[paper, k] = item.strip()
+    out.append((name, first, last))
+  return out

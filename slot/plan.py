@@ -3,6 +3,7 @@
 import os
 
 from comparison.plan import preset
+from slot.flags import objective_seeds
 from pretrain.config import PretrainingConfig
 from util.config import apply_overrides
 from util.config import load_hparams
@@ -40,10 +41,7 @@ def plan(args):
   """[(name, objective as written, pretrain seed K, folder)], seed-major;
   NAME:K is seeds 1..K, NAME:A-B seeds A..B (a later slot adds seeds)."""
   runs = []
-  for item in args.objectives.split(","):
-    name, _, seeds = item.strip().partition(":")
-    first, _, last = (seeds or "1").partition("-")
-    first, last = (int(first), int(last)) if last else (1, int(first))
+  for name, first, last in objective_seeds(args.objectives):
     for k in range(first, last + 1):
       paper = {"mlm": "bert", "bert": "bert"}.get(name, name)
       folder = f"{paper}_{args.size}" + (f".seed{k}" if k > 1 else "")

@@ -1,11 +1,12 @@
 """prepare_gpu_slot.py's work on the CPU: the wheels, and the pretraining
 and fine-tuning data exported as the arrays the slot reads."""
 
-import argparse
 import dataclasses
+import math
 import os
 
 from comparison.config import TAGGING_TASKS
+from finetune import data_layout
 from finetune.config import FinetuningConfig
 from pretrain.config import PretrainingConfig
 from slot import ROOT
@@ -14,16 +15,22 @@ from slot.carry import WHEELS_DIR
 from slot.carry import carried_bytes
 from slot.carry import download_wheels
 from util.config import apply_overrides
+from util.config import check_choice
+from util.config import check_folder
 from util.config import load_hparams
+from util.config import ArgumentParser
+from util.config import parse_args as parse_known
 from util.errors import UserError
+from util import storage
 from util.tf_quiet import import_tensorflow
 
 DATA_DIR = ".slot_data"
+MODEL_SIZES = ("tiny", "small", "base", "large")  # configs/*_<size>.json
 
 
 def parse_args(argv, description=None):
   """argv parsed; `description` is the script's (its --help)."""
-  p = argparse.ArgumentParser(description=description, allow_abbrev=False)
+  p = ArgumentParser(description=description)
   p.add_argument("--wheels", action="store_true",
                  help=f"download the slot's wheels into {WHEELS_DIR}/")
   p.add_argument("--data-dir", default="",
@@ -47,18 +54,55 @@ def parse_args(argv, description=None):
                  help="fine-tuning defaults of this size (Table 6)")
   p.add_argument("--finetune-hparams", default="",
                  help="JSON (file or string): FinetuningConfig fields")
-  args = p.parse_args(argv)
+  args = parse_known(p, argv)
   if not args.wheels and not (args.data_dir or args.pretrain_tfrecords or
                               args.glue_dir):
     p.error("nothing to do: give --wheels, --data-dir and/or --glue-dir")
   if args.glue_dir and not args.vocab_file:
     p.error("--glue-dir needs --vocab-file (the pretraining vocabulary)")
+  os.chdir(ROOT)  # the flags' relative paths are the repository root's
+  check(args)
   return args
+
+
+def check(args):
+  """What the flags name, before TensorFlow loads and anything is read."""
+  for name, low in (("max_seq_length", 8), ("max_heldout_examples", 0)):
+    if getattr(args, name) < low:
+      raise UserError(f"--{name.replace('_', '-')} must be >= {low}, got "
+                      f"{getattr(args, name)}")
+  if not math.isfinite(args.max_train_mb) or args.max_train_mb <= 0:
+    raise UserError(f"--max-train-mb must be a finite number > 0, got "
+                    f"{args.max_train_mb}")
+  check_choice("--model-size", args.model_size, MODEL_SIZES)
+  if storage.exists(args.out) and not storage.isdir(args.out):
+    raise UserError(f"--out {args.out} is a file, not a folder")
+  if args.data_dir:
+    check_folder(args.data_dir, "--data-dir")
+  if not args.glue_dir:
+    return
+  check_folder(args.glue_dir, "--glue-dir")
+  if not storage.exists(args.vocab_file) or storage.isdir(args.vocab_file):
+    raise UserError(f"--vocab-file {args.vocab_file} is not a file")
+  if args.finetune_hparams:
+    load_hparams(args.finetune_hparams)
+  tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+  if not tasks:
+    raise UserError("--tasks names no task")
+  for task in tasks:
+    if task not in data_layout.GLUE + TAGGING_TASKS:
+      raise UserError(f"unknown task '{task}' in --tasks (choose from "
+                      f"{', '.join(data_layout.GLUE + TAGGING_TASKS)})")
+    if task in TAGGING_TASKS:
+      where = os.path.join(args.tagging_dir, task, "train.txt")
+      if not args.tagging_dir or not storage.exists(where):
+        missing = f": no {where}" if args.tagging_dir else ""
+        raise UserError(f"{task} needs --tagging-dir (a folder with {task}/"
+                        f"train.txt and dev.txt){missing}")
 
 
 def prepare(args):
   """Each export asked for; 0 when a run can carry the result, else 1."""
-  os.chdir(ROOT)
   if args.wheels:
     download_wheels(WHEELS_DIR)
   if args.data_dir or args.pretrain_tfrecords:
@@ -104,10 +148,7 @@ def export_tasks(args):
   tasks = []
   for name in config.tasks:  # each with its own folder and default length
     own = dataclasses.replace(config, task_names=name)
-    if name in TAGGING_TASKS:
-      if not args.tagging_dir:
-        raise UserError(f"{name} needs --tagging-dir (a folder with "
-                        f"{name}/train.txt and dev.txt)")
+    if name in TAGGING_TASKS:  # check() saw its folder
       own.raw_data_dir = os.path.abspath(args.tagging_dir)
     own.max_seq_length = given.get("max_seq_length")  # None: the task's
     own.resolve(args.model_size)

@@ -7,6 +7,7 @@ import sys
 import keras
 
 from slot.clock import Clock
+from slot.flags import fine_tune_only
 from slot.finetune_phase import finetune_phase
 from slot.pretrain_phase import pretrain_phase
 
@@ -36,7 +37,7 @@ def main(args):
 
 
 def run(args, clock, result, write):
-  if args.pretrained:
+  if fine_tune_only(args):
     clock.log(f"python {sys.version.split()[0]}, keras {keras.__version__} "
               f"({keras.backend.backend()}); fine-tuning "
               f"{', '.join(args.pretrained)}")
@@ -46,7 +47,7 @@ def run(args, clock, result, write):
     report_out(args, clock)
     return result
   pretrain_phase(args, clock, result, write)
-  if args.finetune_data:
+  if args.finetune_data and args.finetune_seeds:  # 0: pretraining only
     models = {e["folder"]: e["weights_dir"] for e in result["objectives"]}
     finetune_phase(args, clock, result, write, models)
   report_out(args, clock)

@@ -166,7 +166,8 @@ def test_harness_end_to_end_and_resume(tmp_path):
   margin = runs["electra"]["glue_score"] - runs["mlm"]["glue_score"]
   assert results["versus_baseline"]["electra"]["margin"] == pytest.approx(
       margin)
-  assert f"- electra: {margin:+.1f} over mlm" in table
+  assert (f"- electra vs mlm: GLUE {margin:+.1f} (1 vs 1 seeds): not "
+          "tested") in table
   assert "[" in result.stdout and "ETA" in result.stdout
   assert "[pretrain-electra]" in result.stdout  # its lines told apart
 
@@ -202,36 +203,34 @@ def test_harness_end_to_end_and_resume(tmp_path):
   assert "budget_flops" in refused.stderr.strip().splitlines()[-1]
 
 
-def test_margins_over_bert_count_only_beyond_the_seed_spread():
-  def run(seeds):  # per-seed GLUE scores, as collect() reduces them
-    return {"glue_score": float(np.median(seeds)),
-            "glue_spread": float(np.ptp(seeds)), "tasks": {}, "steps": 1,
-            "flops": 1.0}
-  objectives = {"mlm": run([48.0, 50.0, 51.0]),  # median 50, spread 3
-                "electra": run([55.0, 56.0, 57.5]),  # +6 > 3
-                "electric": run([49.0, 52.0, 54.5]),  # +2, spread 5.5
-                "script": run([40.0, 41.0, 42.0]),  # -9
+def test_verdicts_over_bert_test_the_pretraining_seed_means():
+  """Issue 51: a margin is judged by Welch's test over pretraining runs
+  (comparison/stats.py), not by fine-tuning seeds' spread."""
+  from scipy import stats as sp  # pylint: disable=g-import-not-at-top
+  def run(means):  # GLUE of each pretraining run, as summarize() keeps them
+    return {"glue_score": float(np.median(means)), "tasks": {}, "steps": 1,
+            "flops": 1.0,
+            "glue_runs": {f"r{k}": m for k, m in enumerate(means)}}
+  objectives = {"mlm": run([48.0, 50.0, 51.0]),
+                "electra": run([55.0, 56.0, 57.5]),
+                "electric": run([49.0, 52.0, 54.5]),
+                "script": run([40.0, 41.0, 42.0]),
                 "ale": {"tasks": {}, "steps": 1, "flops": 1.0}}  # not yet
   versus = report.versus_baseline(objectives)
   assert set(versus) == {"electra", "electric", "script"}
-  assert versus["electra"] == {"baseline": "mlm", "margin": 6.0,
-                               "spread": 3.0, "verdict": "ahead"}
-  assert versus["electric"]["spread"] == 5.5
-  assert versus["electric"]["verdict"] == "not shown different"
-  assert versus["script"]["verdict"] == "behind"
+  welch = sp.ttest_ind([55.0, 56.0, 57.5], [48.0, 50.0, 51.0],
+                       equal_var=False).pvalue
+  assert versus["electra"]["welch_p"] == pytest.approx(welch)
+  assert versus["electra"]["verdict"] == f"ahead (p = {welch:.2g})"
+  assert versus["electric"]["verdict"].startswith("not established (p = ")
+  assert versus["script"]["verdict"].startswith("behind (p = ")
   # No verdict before BERT has its score, nor without a BERT run.
   assert report.versus_baseline(dict(objectives, mlm={"tasks": {}})) == {}
   assert report.versus_baseline({"electra": objectives["electra"]}) == {}
-  table = report.markdown({"tasks": [], "objectives": objectives, "seeds": 3,
-                           "budget_flops": 1.0, "machine": "cpu",
-                           "versus_baseline": versus})
-  assert "- electra: +6.0 over mlm, larger spread 3.0: ahead" in table
-  # One seed pair has a spread of 0: no verdict either way.
-  single = dict(run([60.0]), glue_seeds=[60.0])
-  one = report.versus_baseline(dict(objectives, electra=single))
+  # One pretraining run each: nothing to test, however many fine-tunes.
+  one = report.versus_baseline({"mlm": run([50.0]), "electra": run([60.0])})
   assert one["electra"]["margin"] == 10.0
-  assert one["electra"]["verdict"] == "one seed pair: no spread to judge by"
-  assert "- script: -9.0 over mlm, larger spread 3.0: behind" in table
+  assert one["electra"]["verdict"] == "not tested (1 vs 1 pretraining seeds)"
 
 
 def test_pretraining_seeds_plan_one_run_each_with_its_own_seed():

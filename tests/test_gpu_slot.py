@@ -136,13 +136,16 @@ def test_a_failure_keeps_what_was_measured(slot_run, tmp_path):
   out = str(tmp_path / "out")
   env = slot_env(str(tmp_path), OUT=out, SLOT_USE_INSTALLED_KERAS="1",
                  SLOT_DATA=arrays)
-  done = run_slot(env, "--size", "tiny", "--objectives", "electra,nothing",
-                  "--hf-steps", "0", timeout=300)
+  # A range the config checks once the runs are planned, after the peak
+  # (an unknown objective is refused before anything: test_slot_flags).
+  done = run_slot(env, "--size", "tiny", "--hparams",
+                  '{"learning_rate": -1.0}', "--hf-steps", "0", timeout=300)
   assert done.returncode == 2
-  assert "error: unknown objective 'nothing'" in done.stderr + done.stdout
+  assert "error: hparam 'learning_rate' must be > 0" in (done.stderr +
+                                                         done.stdout)
   with open(os.path.join(out, "slot.json")) as f:
     result = json.load(f)
-  assert "unknown objective 'nothing'" in result["error"]
+  assert "learning_rate" in result["error"]
   assert result["peak_bf16_tflops"] > 0 and not result["tensorflow_imported"]
 
 

@@ -343,7 +343,33 @@ COMPARISON = {
     "finetune_checkpoint_out_of_range": (
         ("--finetune-checkpoints", "5"),
         r"finetune_checkpoints must be all, final or numbers in 1..4"),
+    # issue 54, 6.
+    "unknown_task_dry_run": (("--tasks", "cola,bogus", "--dry-run"),
+                             r"unknown task 'bogus' in --tasks \(choose from "
+                             r"cola, sst, "),
+    "unknown_objective": (("--objectives", "mlm,electraa:2"),
+                          r"unknown objective 'electraa' in --objectives "
+                          r"\(choose from .*all_tokens_mlm, bert, electra,"),
 }
+
+REFUSED_BEFORE_KERAS = """
+import sys, run_comparison
+try:
+  run_comparison.main(sys.argv[1:])
+except SystemExit as e:
+  print(e.code, sorted(m for m in ("keras", "tensorflow", "jax")
+                       if m in sys.modules))
+"""
+
+
+def test_an_unknown_objective_is_refused_before_keras_loads(tmp_path):
+  """Issue 54, 6: in under a second, not after TensorFlow's import."""
+  done = subprocess.run(
+      [sys.executable, "-c", REFUSED_BEFORE_KERAS, "--output-dir",
+       str(tmp_path / "cmp"), "--objectives", "electraa", "--tasks", ""],
+      capture_output=True, text=True, timeout=120, cwd=ROOT)
+  assert done.stdout.split("\n")[0] == "2 []", done.stdout + done.stderr
+  assert "unknown objective 'electraa'" in done.stderr
 
 
 @pytest.mark.parametrize("name", sorted(COMPARISON))

@@ -22,6 +22,7 @@ from pretrain.objectives.base import MAIN
 from pretrain.objectives.base import MASKED
 from pretrain.objectives.base import Part
 from pretrain.objectives.base import PretrainingModel
+from pretrain.objectives.electra import binary_metrics
 from pretrain.objectives.mlm import masked_lm_export_head
 from pretrain.objectives.pair import Pair
 from pretrain.objectives.pair import model_for_config
@@ -114,7 +115,7 @@ class AllTokensMLMModel(_MainMLM):
               "main_accuracy", "copy_probability")
   EVAL_KEYS = ("masked_lm_ids", "masked_lm_weights", "mlm_predictions",
                "sampled_ids", "mlm_nll", "main_correct", "main_nll",
-               "input_mask", "replaced")
+               "input_mask", "replaced", "copy_probs")
 
   @classmethod
   def flops_parts(cls, config, disc, gen):
@@ -154,6 +155,7 @@ class AllTokensMLMModel(_MainMLM):
         "main_nll": nll,
         "input_mask": input_mask,
         "replaced": ops.cast(ops.not_equal(fake_ids, input_ids), "float32"),
+        "copy_probs": ops.sigmoid(copy_logits),
     })
     return outputs
 
@@ -166,6 +168,12 @@ class AllTokensMLMModel(_MainMLM):
     if replaced.any():
       out["replaced_tokens_accuracy"] = float(np.mean(
           arrays["main_correct"][replaced]))
+      # Whether the copy head flags replacements at all: a replaced token
+      # can be predicted only where D < p(original) / (1 + p(original)).
+      copy = arrays["copy_probs"]
+      out["copy_probability_replaced"] = float(np.mean(copy[replaced]))
+      out["copy_probability_kept"] = float(np.mean(copy[mask & ~replaced]))
+      out["copy_auc"] = binary_metrics(replaced[mask], 1 - copy[mask])["auc"]
     return out
 
 

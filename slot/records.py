@@ -1,0 +1,83 @@
+"""The record folders collect_gpu_slot.py scores, checked before anything
+is computed (issue 54): a folder it wrote must hold records/1..N with no
+gap and the very files its results.json lists (by SHA-256), and no two
+records may be copies of one another, so that no trial is counted twice
+and none is silently lost."""
+
+import hashlib
+import json
+import os
+
+from finetune import arrays as ft_arrays
+from util import storage
+from util import text_files
+from util.errors import UserError
+
+FILES = ("slot.json", "slot.log", ft_arrays.OUTPUTS)
+RECORDS_DIR = "records"
+
+
+def digest(data):
+  return hashlib.sha256(data).hexdigest()
+
+
+def manifest(folders):
+  """{number: {file: sha256}} of the records as written (1-based)."""
+  return {str(k): {name: digest(storage.read_bytes(os.path.join(f, name)))
+                   for name in FILES
+                   if storage.exists(os.path.join(f, name))}
+          for k, f in enumerate(folders, 1)}
+
+
+def folders_of(files_at):
+  """A returned folder (its slot.json), or the numbered record folders of
+  one this script wrote, checked against its results.json."""
+  written = os.path.join(files_at, RECORDS_DIR)
+  if not storage.isdir(written):
+    if not storage.exists(os.path.join(files_at, "slot.json")):
+      raise UserError(f"{files_at} holds no slot.json: not a slot's "
+                      "returned folder nor one collect_gpu_slot.py wrote")
+    return [files_at]
+  numbers = sorted(int(k) for k in storage.listdir(written) if k.isdigit())
+  listed = _listed(files_at)
+  expected = max(numbers + [len(listed)], default=0)
+  missing = [k for k in range(1, expected + 1) if k not in numbers]
+  if missing:
+    raise UserError(f"{written}/{missing[0]} is missing (records/ holds "
+                    f"{', '.join(map(str, numbers)) or 'none'}): its trials "
+                    "would be lost; restore it from git")
+  folders = [os.path.join(written, str(k)) for k in numbers]
+  for k, folder in enumerate(folders, 1):
+    for name, sha in listed.get(str(k), {}).items():
+      path = os.path.join(folder, name)
+      if not storage.exists(path):
+        raise UserError(f"{path} is missing (results.json lists it)")
+      if digest(storage.read_bytes(path)) != sha:
+        raise UserError(f"{path} is not the file results.json lists "
+                        "(truncated or changed): restore it from git")
+  return folders
+
+
+def _listed(files_at):
+  """The records a results.json of this script lists ({} before lists)."""
+  path = os.path.join(files_at, "results.json")
+  if not storage.exists(path):
+    return {}
+  results = text_files.read_json(path)
+  return results.get("records", {}) if isinstance(results, dict) else {}
+
+
+def check_distinct(folders):
+  """Refuses two records whose slot.json or dev outputs are one file
+  copied: their trials would count twice."""
+  seen = {}
+  for folder in folders:
+    for name in ("slot.json", ft_arrays.OUTPUTS):
+      path = os.path.join(folder, name)
+      if not storage.exists(path):
+        continue
+      sha = digest(storage.read_bytes(path))
+      if sha in seen:
+        raise UserError(f"{path} is a copy of {seen[sha]}: a record given "
+                        "twice would count its trials twice")
+      seen[sha] = path

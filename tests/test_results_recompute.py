@@ -1,0 +1,54 @@
+"""Every results folder recomputes from what is committed (issue 51):
+results/recompute.json names each folder's command (run from the
+repository root, the shared data at ../shared/data as on CI, OUT a fresh
+folder), which must be the one results/README.md prints and must give the
+committed results.json; every other folder is listed with the reason it
+cannot be recomputed, which the README says too."""
+
+import json
+import os
+import shlex
+
+import pytest
+
+import collect_gpu_slot
+from tests.shared_data import SHARED
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "results")
+with open(os.path.join(RESULTS, "recompute.json")) as f:
+  LISTED = json.load(f)
+SCRIPTS = {"collect_gpu_slot.py": collect_gpu_slot.main}
+
+
+def _numbers(path):
+  with open(path) as f:  # less the line naming the machine that scored it
+    return {k: v for k, v in json.load(f).items() if k != "machine"}
+
+
+def test_every_folder_is_listed_and_the_readme_says_so():
+  folders = {f for f in os.listdir(RESULTS)
+             if os.path.isdir(os.path.join(RESULTS, f))}
+  assert folders == set(LISTED["recomputable"]) | set(
+      LISTED["not_recomputable"])
+  with open(os.path.join(RESULTS, "README.md")) as f:
+    readme = " ".join(f.read().split())
+  for command in LISTED["recomputable"].values():
+    assert command in readme
+  for folder in LISTED["not_recomputable"]:
+    assert f"`results/{folder}/` cannot be recomputed" in readme
+
+
+@pytest.mark.parametrize("folder", sorted(LISTED["recomputable"]))
+def test_the_command_gives_the_committed_numbers(folder, tmp_path,
+                                                 monkeypatch):
+  monkeypatch.chdir(ROOT)
+  argv = shlex.split(LISTED["recomputable"][folder])
+  assert argv[0] == "python"
+  data = os.path.join(ROOT, "..", "shared", "data")
+  argv = [str(tmp_path) if a == "OUT" else
+          a.replace("../shared/data", SHARED) if not os.path.isdir(data)
+          else a for a in argv[2:]]
+  assert SCRIPTS[shlex.split(LISTED["recomputable"][folder])[1]](argv) == 0
+  assert _numbers(tmp_path / "results.json") == _numbers(
+      os.path.join(RESULTS, folder, "results.json"))
