@@ -14,7 +14,6 @@ import collections
 import glob
 import json
 import os
-import platform
 import re
 
 import numpy as np
@@ -27,22 +26,6 @@ EVAL_METRICS = (("disc_auc", "discriminator AUC"),
                 ("masked_lm_loss", "generator MLM loss"))
 HEADLINE = {"rte": "accuracy", "mrpc": "accuracy", "cola": "mcc",
             "sts": "spearman"}
-
-
-def cpu_kind():
-  """The CPU's model name and whether it has AVX512-BF16 / AMX."""
-  name, flags = platform.processor() or "unknown CPU", set()
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          name = line.split(":", 1)[1].strip()
-        elif line.startswith("flags"):
-          flags = set(line.split(":", 1)[1].split())
-  except OSError:
-    pass
-  extras = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
-  return f"{name} ({', '.join(extras) or 'no AVX512-BF16/AMX'})"
 
 
 def machines(records):

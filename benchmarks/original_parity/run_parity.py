@@ -135,8 +135,8 @@ def _copy_records(args, name, eval_dir, train_log):
 
 def _write_machine(folder):
   """The CPU that produced a folder's records, beside them."""
-  sys.path.insert(0, HERE)
-  from collect_parity import cpu_kind
+  sys.path.insert(0, REPO)
+  from util.machine import cpu_kind
   path = os.path.join(folder, "machine.json")
   if not os.path.exists(path):
     with open(path, "w") as f:
