@@ -43,5 +43,9 @@ setuptools.setup(
                  "torch==2.13.0", "transformers>=4.40",
                  "keras-hub>=0.32,<1"],
         "keras_hub": ["keras-hub>=0.32,<1"],  # export_model --format keras_hub
+        # NVIDIA GPUs (docs/distributed.md): TensorFlow with its CUDA
+        # libraries as pip packages; JAX's CUDA 12 build.
+        "gpu": ["tensorflow[and-cuda]>=2.21,<2.22"],
+        "jax_gpu": ["jax[cuda12]>=0.4.30"],
     },
 )

@@ -19,7 +19,6 @@ the same process.
 import argparse
 import os
 import sys
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,22 +32,9 @@ import jax.numpy as jnp  # noqa: E402
 import keras  # noqa: E402
 
 from pretrain import flops  # noqa: E402
+from util.machine import jax_matmul_peak_tflops  # noqa: E402
 
 CLS, SEP, MASK, FIRST = 101, 102, 103, 1000
-
-
-def matmul_peak_tflops(n, dtype, reps=10):
-  """Best of `reps` n^3 products on random data (all-ones or zeros draw
-  less power and run faster: a peak no model step sees)."""
-  a = jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype)
-  f = jax.jit(lambda a: a @ a)
-  f(a).block_until_ready()
-  best = float("inf")
-  for _ in range(reps):
-    start = time.perf_counter()
-    f(a).block_until_ready()
-    best = min(best, time.perf_counter() - start)
-  return 2 * n ** 3 / best / 1e12
 
 
 def time_step(size, batch, seq_len, precision, args):
@@ -88,7 +74,7 @@ def main(argv=None):
   assert keras.backend.backend() == "jax", "run with KERAS_BACKEND=jax"
   device = jax.devices()[0]
   n = args.matmul_size or (8192 if device.platform == "gpu" else 2048)
-  peak = matmul_peak_tflops(n, jnp.bfloat16)
+  peak = jax_matmul_peak_tflops(n, jnp.bfloat16)
   print(f"{device.device_kind} ({device.platform}); bf16 matmul peak "
         f"{peak:.1f} TFLOP/s ({n}^3)", flush=True)
   entries = []

@@ -8,7 +8,6 @@ import tempfile
 import jax
 import keras
 
-from benchmarks.jax_throughput import matmul_peak_tflops
 from pretrain import arrays as arrays_lib
 from pretrain import flops
 from pretrain.jax_trainer import JaxTrainer
@@ -17,6 +16,7 @@ from slot.measure import hf_baseline
 from slot.plan import plan
 from slot.plan import slot_config
 from slot.train import train_runs
+from util.machine import jax_matmul_peak_tflops
 
 NAMES = {"electra": "ELECTRA", "mlm": "BERT"}  # objective -> paper name
 FLOPS_TARGET = 3e16  # per objective (issue 39)
@@ -41,7 +41,7 @@ def pretrain_phase(args, clock, result, write):
   devices = jax.devices()
   device = devices[0]
   n = args.matmul_size or (8192 if device.platform == "gpu" else 1024)
-  peak = matmul_peak_tflops(n, jax.numpy.bfloat16)
+  peak = jax_matmul_peak_tflops(n, jax.numpy.bfloat16)
   result.update(device=device.device_kind, platform=device.platform,
                 num_devices=len(devices), jax=jax.__version__,
                 keras=keras.__version__, peak_bf16_tflops=peak)

@@ -22,12 +22,7 @@ def get_strategy(config):
   if name == "default":
     return tf.distribute.get_strategy()
   if name == "mirrored":  # local GPUs, else every logical CPU device
-    devices = [d.name for d in tf.config.list_logical_devices("GPU")]
-    if config.num_gpus:
-      devices = devices[:config.num_gpus]
-    devices = devices or [d.name for d in tf.config.list_logical_devices(
-        "CPU")]
-    return tf.distribute.MirroredStrategy(devices=devices)
+    return tf.distribute.MirroredStrategy(devices=mirrored_devices(config))
   if name == "multi_worker":
     return tf.distribute.MultiWorkerMirroredStrategy()
   if name == "tpu":
@@ -42,6 +37,32 @@ def get_strategy(config):
       raise UserError(f"cannot reach TPU '{config.tpu_name}': {e}") from None
     return tf.distribute.TPUStrategy(resolver)
   raise UserError(f"unknown strategy '{name}'")
+
+
+GPU_HINT = ("a GPU build of TensorFlow is `pip install 'tensorflow[and-cuda]'`"
+            " (docs/distributed.md)")
+
+
+def mirrored_devices(config):
+  """The devices a mirrored run uses: num_gpus of the local GPUs (0: all);
+  with no GPU, the logical CPU devices, when a program has made several
+  (tests do). Asking for GPUs that TensorFlow does not see is an error,
+  never a silent CPU run."""
+  gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
+  seen = ", ".join(d.name.replace("/device:", "")
+                   for d in tf.config.list_logical_devices())
+  if config.num_gpus > len(gpus):
+    raise UserError(f"num_gpus {config.num_gpus}: TensorFlow sees "
+                    f"{len(gpus)} GPU(s) (devices: {seen}); {GPU_HINT}")
+  if gpus:
+    return gpus[:config.num_gpus] if config.num_gpus else gpus
+  cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
+  if len(cpus) < 2:
+    raise UserError(f"strategy mirrored: TensorFlow sees no GPU (devices: "
+                    f"{seen}); {GPU_HINT}, or leave --strategy at default")
+  print(f"note: no GPU; mirrored over {len(cpus)} logical CPU devices",
+        flush=True)
+  return cpus
 
 
 def worker_role(strategy):

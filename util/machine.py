@@ -3,6 +3,7 @@ it runs bf16 natively, printed beside every benchmark or experiment figure."""
 
 import os
 import platform
+import time
 
 
 def cpu_flags():
@@ -45,3 +46,19 @@ def cpu_kind():
   else:
     isa = "no AVX2"
   return f"{name}, {os.cpu_count()} cores, {isa}"
+
+
+def jax_matmul_peak_tflops(n, dtype, reps=10):
+  """Best of `reps` n^3 products under JAX on its default device, TFLOP/s:
+  the hardware limit MFU is read against. Random data (all-ones or zeros
+  draw less power and run faster: a peak no model step sees)."""
+  import jax  # only here: the rest of this module imports nothing heavy
+  a = jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype)
+  f = jax.jit(lambda a: a @ a)
+  f(a).block_until_ready()
+  best = float("inf")
+  for _ in range(reps):
+    start = time.perf_counter()
+    f(a).block_until_ready()
+    best = min(best, time.perf_counter() - start)
+  return 2 * n ** 3 / best / 1e12
