@@ -11,6 +11,7 @@ plus metadata.json, token_counts.txt and a copy of the vocabulary.
 import dataclasses
 import json
 import multiprocessing
+import os
 import random
 import re
 import sys
@@ -308,11 +309,39 @@ def _our_files(output_dir, extra_names=()):
           if n in names or _SHARD_RE.match(n) or n == TEMP_PREFIX + "probe"]
 
 
+def _real(path):
+  return path.rstrip("/") if "://" in path else os.path.realpath(path)
+
+
+def _within(path, folder):
+  return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def check_not_corpus(config):
+  """The output directory neither is, holds, nor lies in the corpus: the
+  shards would mix with the user's text, and --overwrite would replace
+  files (vocab.txt, metadata.json) that may be the user's own."""
+  out = _real(config.output_dir)
+  pattern = any(c in config.corpus_dir for c in corpus.GLOB_CHARS)
+  for found in (storage.glob(config.corpus_dir) if pattern else
+                [config.corpus_dir]):
+    where = _real(found)
+    what = ("is the corpus directory" if out == where else
+            f"holds the corpus ({found})" if _within(where, out) else
+            f"lies inside the corpus directory {found}"
+            if _within(out, where) and storage.isdir(found) else "")
+    if what:
+      raise UserError(f"output directory {config.output_dir} {what}: "
+                      "choose an --output-dir outside the corpus (nothing "
+                      "was written)")
+
+
 def check_output_dir(config):
   """Refuses a used output directory unless --overwrite."""
   out = config.output_dir
   if storage.exists(out) and not storage.isdir(out):
     raise UserError(f"output path exists and is not a directory: {out}")
+  check_not_corpus(config)
   if (storage.exists(out) and storage.listdir(out) and
       not config.overwrite):
     raise UserError(f"output directory {out} is not empty; pass --overwrite "
@@ -534,8 +563,7 @@ def build_dataset(config):
   """Builds the dataset `config` (a validated BuildConfig) describes."""
   check_output_dir(config)
   walk_stats = corpus.ReadStats()
-  files = corpus.find_files(config.corpus_dir, exclude_dir=config.output_dir,
-                            stats=walk_stats)
+  files = corpus.find_files(config.corpus_dir, stats=walk_stats)
   probe = corpus.ReadStats()
   if not _has_text(files, probe):
     probe.add(walk_stats)

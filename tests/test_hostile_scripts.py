@@ -883,7 +883,7 @@ def negative_max_seq_length(w, t):
   return _ex(w, t, "--format", "savedmodel", "--max-seq-length=-8")
 
 
-@case(EXPORT, r"vocabulary lacks special token")
+@case(EXPORT, r"vocab file .*vocab.txt line 1: not UTF-8 text \(byte 0x")
 def vocab_binary(w, t):
   return _ex(w, t, "--vocab-file", _text(
       t, np.random.RandomState(2).bytes(600), "vocab.txt"))
