@@ -15,6 +15,7 @@ from util.config import check_folder
 from util.config import check_numbers
 from util.config import parse_config
 from util.errors import UserError
+from util.outputs import check_output_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # GLUE tasks whose train and dev sets are public (MNLI/QQP/QNLI train are
@@ -146,6 +147,7 @@ class ComparisonConfig:
   def validate(self):
     if not self.output_dir:
       raise UserError("--output-dir is required")
+    check_output_dir(self.output_dir)  # a file there fails --dry-run too
     if not self.objective_names:
       raise UserError("no objectives: --objectives mlm,electra,...")
     # Before any heavy import: a typo is refused in a second.

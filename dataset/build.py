@@ -11,6 +11,7 @@ plus metadata.json, token_counts.txt and a copy of the vocabulary.
 import dataclasses
 import json
 import multiprocessing
+import os
 import random
 import re
 import sys
@@ -23,8 +24,10 @@ from dataset import corpus
 from dataset.example_builder import ExampleBuilder
 from training.progress import format_seconds
 from util import storage
+from util import outputs
 from util import tokenization
 from util.errors import UserError
+from util.errors import cause
 from util.tf_quiet import import_tensorflow
 
 FORMAT_VERSION = 1
@@ -32,7 +35,7 @@ SHARD_PREFIX = "pretrain_data.tfrecord-"
 SHARD_PATTERN = SHARD_PREFIX + "*"
 HELDOUT_PREFIX = "heldout_data.tfrecord-"
 HELDOUT_PATTERN = HELDOUT_PREFIX + "*"
-TEMP_PREFIX = "incomplete."  # shards before their job finishes
+TEMP_PREFIX = "incomplete."  # a build's files until all of it is done
 METADATA = "metadata.json"
 TOKEN_COUNTS = "token_counts.txt"
 FEATURES = ("input_ids", "input_mask", "segment_ids")
@@ -169,6 +172,15 @@ def run_job(job, tokenizer=None, log=print):
   if tokenizer is None:
     tokenizer = tokenization.tokenizer_from_source(
         job.vocab, job.lower_case, job.strip_accents)
+  try:
+    return _write_job(job, tokenizer, log, tf)
+  except (OSError, tf.errors.OpError) as e:  # a full disk, say
+    raise UserError(f"cannot write the shards in "
+                    f"{os.path.dirname(job.shards[0][1])}: {cause(e)}"
+                    ) from None
+
+
+def _write_job(job, tokenizer, log, tf):
   ids = tokenizer.special_ids
   stats = _JobStats(tokenizer.vocab_size, len(job.shards))
   builder = ExampleBuilder(job.max_seq_length, ids["cls"], ids["sep"],
@@ -269,15 +281,10 @@ def run_job(job, tokenizer=None, log=print):
   count_pending()
   # Padding positions count too: token_counts covers every input_ids slot.
   stats.token_counts[ids["pad"]] += stats.padding_tokens
-  renames = [(tmp, final) for _, tmp, final in job.shards]
-  if heldout_writer:
-    writers.append(heldout_writer)
-    renames.append(job.heldout_shard)
-  for writer in writers:
+  for writer in writers + ([heldout_writer] if heldout_writer else []):
     writer.close()
-  # Only now do the shards get names that look complete.
-  for tmp, final in renames:
-    storage.rename(tmp, final, overwrite=True)
+  # The shards keep their incomplete names until every job is done
+  # (commit_outputs).
   stats.seconds = time.time() - start
   # A plain dict: worker results must unpickle without this module.
   return dict(vars(stats))
@@ -285,11 +292,6 @@ def run_job(job, tokenizer=None, log=print):
 
 def _run_job_in_worker(job):
   return run_job(job)
-
-
-def _first_line(error):
-  return str(error).strip().splitlines()[0] if str(error).strip() else repr(
-      error)
 
 
 def _our_files(output_dir, extra_names=()):
@@ -308,40 +310,100 @@ def _our_files(output_dir, extra_names=()):
           if n in names or _SHARD_RE.match(n) or n == TEMP_PREFIX + "probe"]
 
 
+def _real(path):
+  return path.rstrip("/") if "://" in path else os.path.realpath(path)
+
+
+def _within(path, folder):
+  return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def check_not_corpus(config):
+  """The output directory neither is, holds, nor lies in the corpus: the
+  shards would mix with the user's text, and --overwrite would replace
+  files (vocab.txt, metadata.json) that may be the user's own."""
+  out = _real(config.output_dir)
+  pattern = any(c in config.corpus_dir for c in corpus.GLOB_CHARS)
+  for found in (storage.glob(config.corpus_dir) if pattern else
+                [config.corpus_dir]):
+    where = _real(found)
+    what = ("is the corpus directory" if out == where else
+            f"holds the corpus ({found})" if _within(where, out) else
+            f"lies inside the corpus directory {found}"
+            if _within(out, where) and storage.isdir(found) else "")
+    if what:
+      raise UserError(f"output directory {config.output_dir} {what}: "
+                      "choose an --output-dir outside the corpus (nothing "
+                      "was written)")
+
+
 def check_output_dir(config):
   """Refuses a used output directory unless --overwrite."""
   out = config.output_dir
   if storage.exists(out) and not storage.isdir(out):
     raise UserError(f"output path exists and is not a directory: {out}")
+  check_not_corpus(config)
+  outputs.check_output_dir(out, "output_dir")  # links, permissions
   if (storage.exists(out) and storage.listdir(out) and
       not config.overwrite):
     raise UserError(f"output directory {out} is not empty; pass --overwrite "
                     f"to replace a previous build (other files are kept)")
 
 
-def prepare_output_dir(config, vocab_name):
-  """Creates the output dir, removes our old files, checks it is writable."""
+def prepare_output_dir(config):
+  """Creates the output dir and checks it is writable. An earlier build
+  there is replaced only once this one is complete (commit_outputs)."""
   tf = import_tensorflow(with_text=True)
   out = config.output_dir
   try:
     storage.makedirs(out)
-    if config.overwrite:
-      for path in _our_files(out, [vocab_name]):
-        storage.remove(path)
     probe = storage.join(out, TEMP_PREFIX + "probe")
     with storage.open_file(probe, "w") as f:
       f.write("ok")
     storage.remove(probe)
   except (OSError, tf.errors.OpError) as e:
     raise UserError(f"cannot write to output directory {out}: "
-                    f"{_first_line(e)}") from None
+                    f"{cause(e)}") from None
 
 
-def _write_bytes_atomic(path, data):
-  tmp = path + ".tmp"
-  with storage.open_file(tmp, "wb") as f:
-    f.write(data)
-  storage.rename(tmp, path, overwrite=True)
+def _remove_incomplete(output_dir):
+  """What a failed build wrote: its files all have incomplete names."""
+  if storage.isdir(output_dir):
+    for name in storage.listdir(output_dir):
+      if name.startswith(TEMP_PREFIX):
+        storage.remove(storage.join(output_dir, name))
+
+
+def commit_outputs(config, jobs, staged):
+  """Gives the finished build its names: `staged` ({name: bytes}, written
+  here first under incomplete names; metadata.json last) and the jobs'
+  shards. An earlier build's files are replaced (or, when this build has
+  none of that name, removed) only now, so a build that fails (a full
+  disk) leaves the earlier one as it was."""
+  tf = import_tensorflow(with_text=True)
+  out = config.output_dir
+  temp = {name: storage.join(out, TEMP_PREFIX + name) for name in staged}
+  try:
+    for name, data in staged.items():
+      with storage.open_file(temp[name], "wb") as f:
+        f.write(data)
+  except (OSError, tf.errors.OpError) as e:
+    raise UserError(f"cannot write {storage.join(out, name)}: {cause(e)}"
+                    ) from None
+  renames = [(tmp, final) for job in jobs for _, tmp, final in job.shards]
+  renames += [job.heldout_shard for job in jobs if job.heldout_shard]
+  renames += [(temp[n], storage.join(out, n)) for n in staged if n != METADATA]
+  new = {final for _, final in renames} | {storage.join(out, METADATA)}
+  stale = [p for p in _our_files(out) if p not in new and
+           not os.path.basename(p).startswith(TEMP_PREFIX)]
+  meta = storage.join(out, METADATA)
+  if storage.exists(meta):  # the earlier build is incomplete from here on
+    storage.remove(meta)
+  for tmp, final in renames:
+    storage.rename(tmp, final, overwrite=True)
+  for path in stale:
+    storage.remove(path)
+  storage.rename(temp[METADATA], meta, overwrite=True)
 
 
 def _has_text(files, stats):
@@ -468,9 +530,6 @@ def write_outputs(config, jobs, results, tokenizer, vocab, files,
   read = _read_stats(jobs, results)
   if walk_stats is not None:
     read.add(walk_stats)  # found while listing the corpus
-  storage.write_text_atomic(
-      storage.join(config.output_dir, TOKEN_COUNTS),
-      "".join(f"{int(c)}\n" for c in token_counts))
   metadata = {
       "format_version": FORMAT_VERSION,
       "tokenizer": tokenizer.kind,
@@ -512,8 +571,10 @@ def write_outputs(config, jobs, results, tokenizer, vocab, files,
   }
   if config.heldout_fraction > 0:
     metadata["heldout_shard_pattern"] = HELDOUT_PATTERN
-  storage.write_text_atomic(storage.join(config.output_dir, METADATA),
-                            json.dumps(metadata, indent=2) + "\n")
+  commit_outputs(config, jobs, {
+      vocab.name: vocab.data,
+      TOKEN_COUNTS: "".join(f"{int(c)}\n" for c in token_counts).encode(),
+      METADATA: (json.dumps(metadata, indent=2) + "\n").encode()})
   return metadata, read
 
 
@@ -534,8 +595,7 @@ def build_dataset(config):
   """Builds the dataset `config` (a validated BuildConfig) describes."""
   check_output_dir(config)
   walk_stats = corpus.ReadStats()
-  files = corpus.find_files(config.corpus_dir, exclude_dir=config.output_dir,
-                            stats=walk_stats)
+  files = corpus.find_files(config.corpus_dir, stats=walk_stats)
   probe = corpus.ReadStats()
   if not _has_text(files, probe):
     probe.add(walk_stats)
@@ -549,9 +609,18 @@ def build_dataset(config):
   # Built in the parent first so vocabulary problems fail before any work.
   tokenizer = tokenization.tokenizer_from_source(
       vocab, config.lower_case, config.do_strip_accents)
-  prepare_output_dir(config, vocab.name)
-  _write_bytes_atomic(storage.join(config.output_dir, vocab.name), vocab.data)
+  out = config.output_dir
+  made = not storage.exists(out)
+  try:
+    prepare_output_dir(config)
+    return _build(config, files, vocab, tokenizer, walk_stats)
+  finally:  # nothing half-written is left, however the build ends
+    _remove_incomplete(out)
+    if made and storage.isdir(out) and not storage.listdir(out):
+      storage.rmtree(out)
 
+
+def _build(config, files, vocab, tokenizer, walk_stats):
   jobs = make_jobs(config, files, vocab)
   print(f"{len(files)} file(s), {tokenizer.kind} vocab of "
         f"{tokenizer.vocab_size}, {len(jobs)} process(es), "
@@ -566,7 +635,7 @@ def build_dataset(config):
           "fell in the held-out share; building without a held-out split",
           flush=True)
     for job in jobs:
-      storage.remove(job.heldout_shard[1])
+      storage.remove(job.heldout_shard[0])
     config = dataclasses.replace(config, heldout_fraction=0.0)
     jobs = make_jobs(config, files, vocab)
     results = run_jobs(jobs, tokenizer)

@@ -35,7 +35,7 @@ _SNIFF_BYTES = 8192  # head of a file looked at to tell binary from text
 # control characters are binary, not text with a few bad bytes.
 _MAX_JUNK_SHARE = 0.25
 _MAX_PROBLEMS = 5  # unreadable paths remembered for messages
-_GLOB_CHARS = "*?["
+GLOB_CHARS = "*?["
 
 # Undecodable bytes (already U+FFFD), C0/C1 controls other than whitespace,
 # and lone surrogates (from JSON "\ud800" escapes; TF cannot encode them).
@@ -185,11 +185,7 @@ def _expand(path, stats):
   return []
 
 
-def _absolute(path):
-  return path if "://" in path else os.path.abspath(path)
-
-
-def find_files(corpus, exclude_dir=None, stats=None):
+def find_files(corpus, stats=None):
   """Sorted corpus files: a directory (recursive) or a glob pattern.
 
   Entries that cannot be used are counted in `stats` (a ReadStats).
@@ -198,7 +194,7 @@ def find_files(corpus, exclude_dir=None, stats=None):
   if not corpus:
     raise UserError("no corpus given: pass --corpus-dir (a directory or a "
                     "glob pattern)")
-  if any(c in corpus for c in _GLOB_CHARS):
+  if any(c in corpus for c in GLOB_CHARS):
     files = []
     for match in storage.glob(corpus):
       files.extend(_expand(match, stats))
@@ -206,10 +202,6 @@ def find_files(corpus, exclude_dir=None, stats=None):
     files = _expand(corpus, stats)
   else:
     raise UserError(f"corpus not found: {corpus}")
-  if exclude_dir:
-    # Never read our own output when it sits inside the corpus directory.
-    prefix = _absolute(exclude_dir).rstrip("/") + "/"
-    files = [f for f in files if not _absolute(f).startswith(prefix)]
   files = sorted(set(files))
   if not files:
     raise UserError(f"corpus has no files: {corpus}" + (

@@ -18,6 +18,11 @@ def sample_from_softmax(logits, seed, temperature=1.0, disallow_ids=None):
     logits = logits - 1e9 * ops.one_hot(disallow_ids, vocab, dtype="float32")
   flat = ops.reshape(logits, (-1, ops.shape(logits)[-1]))
   ids = keras.random.categorical(flat, 1, seed=seed, dtype="int32")
+  # NaN logits (a diverged generator) make TF's kernel return V, which no
+  # embedding holds: kept in range, so the step's NaN loss is what stops
+  # the run (one clear line), not an index error. Finite logits never
+  # give V, so this changes no sample.
+  ids = ops.minimum(ids, ops.shape(logits)[-1] - 1)
   return ops.reshape(ids, ops.shape(logits)[:-1])
 
 

@@ -29,6 +29,7 @@ from training.step_log import StepLog
 from pretrain import flops
 from util import storage
 from util.errors import UserError
+from util.errors import cause
 
 class Trainer:
   """Builds model, optimizer, data and checkpoints for a PretrainingConfig.
@@ -179,6 +180,7 @@ class Trainer:
                                 step == config.num_train_steps))
 
   def _save(self, manager, step):
+    self._check_weights(manager, step)
     path = manager.save(step)
     if not self.is_chief and not self.config.keep_worker_checkpoints:
       storage.rmtree(self._worker_dir())
@@ -345,9 +347,27 @@ class Trainer:
       return
     what = (f"all {n} steps up to {step} were non-finite" if skipping else
             f"non-finite loss or gradients at step {step - n + 1}-{step}")
-    raise UserError(f"{what}; stopping without saving, the last good "
-                    f"checkpoint is {manager.latest_checkpoint}. Try a lower "
-                    "learning_rate")
+    raise UserError(f"{what}; stopping without saving, "
+                    f"{self._last_good(manager)}. Try a lower learning_rate")
+
+  def _check_weights(self, manager, step):
+    """An update can make weights inf or NaN after a finite loss (a huge
+    learning rate): such weights are never saved, so the newest
+    checkpoint stays the last finite one and none is rotated out."""
+    bad = [v.path for v in self.model.variables
+           if "float" in str(v.dtype) and
+           not bool(tf.reduce_all(tf.math.is_finite(v.value)))]
+    if bad:
+      raise UserError(
+          f"the weights after step {step} are not finite ({len(bad)} "
+          f"variable(s), e.g. {bad[0]}); stopping without saving, "
+          f"{self._last_good(manager)}. Try a lower learning_rate")
+
+  @staticmethod
+  def _last_good(manager):
+    latest = manager.latest_checkpoint
+    return (f"the last good checkpoint is {latest}" if latest else
+            "no checkpoint was saved yet")
 
   # ------------------------------------------------------------------ eval
   def evaluate(self):
@@ -392,9 +412,12 @@ class Trainer:
     results = self.model.eval_metrics(arrays)
     results["global_step"] = int(self.optimizer.iterations.numpy())
     if self.is_chief and not config.eval_checkpoint:  # the latest model's
-      storage.write_text_atomic(
-          os.path.join(config.model_dir, "eval_results.json"),
-          json.dumps(results, indent=2, sort_keys=True))
+      path = os.path.join(config.model_dir, "eval_results.json")
+      try:
+        storage.write_text_atomic(
+            path, json.dumps(results, indent=2, sort_keys=True))
+      except (OSError, tf.errors.OpError) as e:
+        raise UserError(f"cannot write {path}: {cause(e)}") from None
     writer = self._summary_writer("eval")
     with writer.as_default(step=results["global_step"]):
       for k, v in results.items():

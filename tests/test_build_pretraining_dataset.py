@@ -253,7 +253,7 @@ def test_config_errors(tmp_path, capsys):
       (dict(num_processes=4, num_out_files=2), "--num-out-files (2)"),
       (dict(build_vocab=1000), "either --vocab-file or --build-vocab"),
       (dict(vocab_file=""), "no vocabulary given"),
-      (dict(output_dir=a_file / "sub"), "cannot write to output directory"),
+      (dict(output_dir=a_file / "sub"), "file.txt is a file, not a folder"),
   ]
   for override, message in cases:
     code, err = build(capsys, **{**base, **override})

@@ -44,3 +44,17 @@ def test_off_schedule_saves_never_push_out_scheduled_ones(tmp_path):
   restored = tf.Variable(0.0)
   tf.train.Checkpoint(v=restored).read(latest).assert_consumed()
   assert np.float32(restored.numpy()) == 16.0
+
+
+def test_a_save_removes_the_part_files_of_a_killed_one(tmp_path):
+  """A save killed before its merge leaves TensorFlow's ckpt-N_temp
+  folder; when N is not saved again (an off-schedule save), the next save
+  removes it."""
+  directory = tmp_path / "run"
+  (directory / "ckpt-7_temp").mkdir(parents=True)
+  (directory / "ckpt-7_temp" / "part-00000-of-00001.index").write_bytes(b"x")
+  series = CheckpointSeries(tf.train.Checkpoint(v=tf.Variable(1.0)),
+                            str(directory), keep=2)
+  series.save(8)
+  assert sorted(os.listdir(directory)) == [
+      "checkpoint", "ckpt-8.data-00000-of-00001", "ckpt-8.index"]

@@ -17,6 +17,7 @@ import json
 import os
 import pathlib
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -576,3 +577,69 @@ def test_long_sentence_fills_examples_in_order():
   assert len(examples) == 1 + -(-len(sentence) // (SEQ - 3))
   # Short sentences take the usual path.
   assert builder.add_long_sentence([5, 6]) == []
+
+
+# Issue 54, 7: wrong-cause messages.
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le"])
+def test_a_utf16_vocab_is_named_as_such(tmp_path, capsys, encoding):
+  """Read loosely, UTF-16 gave "the token '\\x00\\ufffd\\x00' twice"."""
+  (tmp_path / "corpus").mkdir()
+  (tmp_path / "corpus" / "a.txt").write_text(GOOD)
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_bytes(VOCAB.read_text(encoding="utf-8").encode(encoding))
+  code, _, err = build(capsys, corpus_dir=tmp_path / "corpus",
+                       vocab_file=vocab, output_dir=tmp_path / "out")
+  assert code == 2 and err == (f"error: vocab file {vocab} is UTF-16 text, "
+                               "not UTF-8: save it as UTF-8 (one token a "
+                               "line)\n"), err
+  assert not (tmp_path / "out").exists()
+
+
+def test_a_latin1_vocab_names_its_first_bad_byte(tmp_path):
+  from util import tokenization
+  from util.errors import UserError
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_bytes("[PAD]\n[UNK]\ncaf\xe9\n".encode("latin-1"))
+  with pytest.raises(UserError, match=r"vocab file .*vocab.txt line 3: not "
+                     r"UTF-8 text \(byte 0xe9\); save it as UTF-8"):
+    tokenization.read_vocab_source(str(vocab))
+
+
+@pytest.mark.parametrize("where", ["same", "inside", "holds"])
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_output_dir_overlapping_the_corpus_is_refused(tmp_path, capsys, where,
+                                                      overwrite):
+  """Never advises --overwrite on a folder of the user's corpus, and
+  --overwrite deletes nothing there. The corpus folder holds what a user
+  keeps beside a corpus (a vocab.txt, a metadata.json) and an earlier
+  build's shard name."""
+  from tests.script_checks import snapshot
+  root = tmp_path / "user"
+  corpus_dir = root / "text" if where == "holds" else root
+  corpus_dir.mkdir(parents=True)
+  (corpus_dir / "a.txt").write_text(GOOD)
+  (corpus_dir / "metadata.json").write_text('{"mine": 1}\n')
+  shutil.copy(VOCAB, corpus_dir / "vocab.txt")
+  (corpus_dir / "pretrain_data.tfrecord-0-of-1").write_text("my notes\n")
+  out = {"same": corpus_dir, "inside": corpus_dir / "shards",
+         "holds": root}[where]
+  what = {"same": "is the corpus directory",
+          "inside": f"lies inside the corpus directory {corpus_dir}",
+          "holds": f"holds the corpus \\({corpus_dir}\\)"}[where]
+  before = snapshot(tmp_path)
+  code, _, err = build(capsys, corpus_dir=corpus_dir,
+                       vocab_file=corpus_dir / "vocab.txt", output_dir=out,
+                       overwrite=overwrite)
+  assert code == 2 and err.count("\n") == 1, err
+  assert re.fullmatch(rf"error: output directory {out} {what}: choose an "
+                      r"--output-dir outside the corpus \(nothing was "
+                      r"written\)\n", err), err
+  assert "--overwrite" not in err.replace("--output-dir", "")
+  assert snapshot(tmp_path) == before
+
+
+def test_output_dir_holding_a_globbed_corpus_is_refused(tmp_path, capsys):
+  (tmp_path / "a.txt").write_text(GOOD)
+  code, _, err = build(capsys, corpus_dir=tmp_path / "*.txt",
+                       vocab_file=VOCAB, output_dir=tmp_path, overwrite=True)
+  assert code == 2 and f"holds the corpus ({tmp_path}/a.txt)" in err, err

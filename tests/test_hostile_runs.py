@@ -203,6 +203,11 @@ def resumed_with_other_hparams(d, t, w):
   return _pt(d, _copy(w, t), "--mask-prob", 0.2, "--num-train-steps", 30)
 
 
+@case(r"^error: init_checkpoint .*/nowhere/ckpt-5 does not exist$")
+def init_checkpoint_missing(d, t, w):  # issue 54, 8: "no checkpoint found"
+  return _pt(d, t / "new", "--init-checkpoint", t / "nowhere" / "ckpt-5")
+
+
 @pytest.mark.parametrize("name", sorted(PRETRAINING))
 def test_pretraining_refuses(data_dir, trained, tmp_path, capsys, name):
   make_argv, match = PRETRAINING[name]
@@ -410,6 +415,15 @@ def test_comparison_refuses_a_damaged_plan(data_dir, tmp_path, capsys,
   (tmp_path / "cmp" / "plan.json").write_bytes(damage)
   refused(run_comparison.main, _cmp(tmp_path, "--budget-flops", 1e12, *extra),
           match, capsys, [data_dir, tmp_path])
+
+
+def test_comparison_refuses_an_output_dir_that_is_a_file(tmp_path, capsys):
+  """Issue 54, 8: --dry-run writes nothing, but a file there is refused
+  all the same, as the real run would."""
+  (tmp_path / "cmp").write_text("the user's file\n")
+  refused(run_comparison.main, _cmp(tmp_path, "--dry-run"),
+          r"^error: output_dir .*/cmp is a file, not a folder$", capsys,
+          [tmp_path])
 
 
 def test_snapshot_sees_a_changed_file(tmp_path):

@@ -235,6 +235,11 @@ def checkpoint_truncated(w, t):
       w, t, _truncate("ckpt-1.data-00000-of-00001")))
 
 
+@case(FINETUNING, r"^error: init_checkpoint .*/gone does not exist$")
+def init_checkpoint_missing(w, t):  # issue 54, 8: was "no checkpoint found"
+  return _ft(w, t, "--init-checkpoint", t / "gone")
+
+
 @case(FINETUNING, r"hparam 'max_seq_length' must be >= 5, got 2")
 def max_seq_length_2(w, t):  # issue 41, 3.: was IndexError in featurization
   return _ft(w, t, "--max-seq-length", 2)
@@ -574,6 +579,11 @@ def latin1_input(w, t):
   return _sc(w, "--input-file", _text(t, b"the cat\nle caf\xe9 est ouvert\n"))
 
 
+@case(SCORING, r"^error: init_checkpoint .*/gone does not exist$")
+def init_checkpoint_missing_scoring(w, t):  # issue 54, 8
+  return _sc(w, "--input-file", _text(t), "--init-checkpoint", t / "gone")
+
+
 @case(SCORING, r"in.txt line 1: binary data")
 def nul_in_input(w, t):
   return _sc(w, "--input-file", _text(t, b"the cat\x00sat\n"))
@@ -883,7 +893,7 @@ def negative_max_seq_length(w, t):
   return _ex(w, t, "--format", "savedmodel", "--max-seq-length=-8")
 
 
-@case(EXPORT, r"vocabulary lacks special token")
+@case(EXPORT, r"vocab file .*vocab.txt line 1: not UTF-8 text \(byte 0x")
 def vocab_binary(w, t):
   return _ex(w, t, "--vocab-file", _text(
       t, np.random.RandomState(2).bytes(600), "vocab.txt"))

@@ -11,6 +11,7 @@ import re
 import tensorflow as tf
 
 from util.errors import UserError
+from util.errors import cause
 
 
 def stable_key(path):
@@ -129,9 +130,36 @@ class CheckpointSeries:
     return latest_checkpoint(self.directory)
 
   def save(self, step):
-    tf.io.gfile.makedirs(self.directory)
-    path = self.checkpoint.write(self._prefix(step))
-    steps = self.steps()
+    """Writes ckpt-<step>, then names it in the index. A failed write (a
+    full disk) removes what it wrote and is one clear error: the index
+    still names the last complete checkpoint."""
+    prefix = self._prefix(step)
+    before = set(tf.io.gfile.glob(prefix + "*"))
+    try:
+      tf.io.gfile.makedirs(self.directory)
+      path = self.checkpoint.write(prefix)
+      steps = self.steps()
+      kept = self._update_index(path, step, steps)
+    except (tf.errors.OpError, OSError) as e:
+      for f in set(tf.io.gfile.glob(prefix + "*")) - before:
+        _remove_quietly(f)
+      last = latest_checkpoint(self.directory)
+      raise UserError(
+          f"cannot save checkpoint {prefix}: {cause(e)}; the last complete "
+          f"checkpoint is {last or 'none'} (nothing else was changed)"
+      ) from None
+    for s in steps:
+      if s not in kept:
+        for f in tf.io.gfile.glob(self._prefix(s) + ".*"):
+          tf.io.gfile.remove(f)
+    # Part files of a save that a kill interrupted (TensorFlow's
+    # `<prefix>_temp`): never read, so removed once a save succeeds.
+    for f in tf.io.gfile.glob(os.path.join(self.directory, "ckpt-*_temp")):
+      _remove_quietly(f)
+    return path
+
+  def _update_index(self, path, step, steps):
+    """Names `path` the latest in the index; returns the steps kept."""
     kept = [s for s in steps if self.scheduled(s) and s != step]
     room = self.keep - 1 if self.scheduled(step) else self.keep
     kept = kept[-room:] if room > 0 else []
@@ -143,8 +171,14 @@ class CheckpointSeries:
         self.directory, path,
         all_model_checkpoint_paths=[self._prefix(s) for s in kept],
         save_relative_paths=True)
-    for s in steps:
-      if s not in kept:
-        for f in tf.io.gfile.glob(self._prefix(s) + ".*"):
-          tf.io.gfile.remove(f)
-    return path
+    return kept
+
+
+def _remove_quietly(path):
+  try:
+    if tf.io.gfile.isdir(path):
+      tf.io.gfile.rmtree(path)
+    else:
+      tf.io.gfile.remove(path)
+  except (tf.errors.OpError, OSError):
+    pass  # a leftover is never read: only complete checkpoints are

@@ -323,13 +323,18 @@ def require_model_path(config):
 
 
 def check_data_dir(config):
-  """A --data-dir that is not there, said before TensorFlow loads (which
-  takes seconds) and before anything is written."""
+  """A --data-dir (or --init-checkpoint) that is not there, said before
+  TensorFlow loads (which takes seconds) and before anything is written."""
   path = getattr(config, "data_dir", "")
   if path and not storage.isdir(path):
     what = ("is a file, not a folder" if storage.exists(path) else
             "does not exist")
     raise UserError(f"data_dir {path} {what}")
+  path = getattr(config, "init_checkpoint", "")
+  # A checkpoint prefix (DIR/ckpt-20) names files that start with it.
+  if path and not storage.exists(path) and not storage.exists(
+      path + ".index"):
+    raise UserError(f"init_checkpoint {path} does not exist")
 
 
 def check_folder(path, name):

@@ -1,6 +1,7 @@
 """User-facing failures: one clear line on stderr and a non-zero exit."""
 
 import functools
+import re
 import sys
 
 
@@ -10,6 +11,16 @@ class UserError(Exception):
   Scripts raise it anywhere; `main_guard` turns it into one line on stderr
   and exit status 2 instead of a traceback.
   """
+
+
+def cause(error):
+  """The OS's words in an OS or TensorFlow error ("No space left on
+  device"), without the op, the function or the temporary file's name."""
+  text = (getattr(error, "message", None) or getattr(error, "strerror", None)
+          or str(error) or type(error).__name__)
+  text = re.sub(r"\{\{[^}]*\}\}|\s*\[Op:\w+\]", "", text).strip()
+  lines = text.rsplit("; ", 1)[-1].splitlines()
+  return (lines or [type(error).__name__])[0][:200]
 
 
 def main_guard(main_fn):

@@ -33,7 +33,16 @@ def _check_existing_folder(folder, name, path):
   if not os.path.isdir(folder):
     raise UserError(f"{what} is a file, not a folder")
   if not os.access(folder, os.W_OK | os.X_OK):
-    raise UserError(f"cannot write to {what}: permission denied")
+    raise UserError(f"cannot write to {what}: {_why_not_writable(folder)}")
+
+
+def _why_not_writable(folder):
+  try:
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+      return "read-only file system"
+  except OSError:
+    pass
+  return "permission denied"
 
 
 def check_output_dir(path, name="output_dir"):

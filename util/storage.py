@@ -74,8 +74,13 @@ def read_bytes(path):
 def write_text_atomic(path, text):
   """Writes to a temporary name, then renames: readers never see half."""
   tmp = path + ".tmp"
-  with open_file(tmp, "w") as f:
-    f.write(text)
+  try:
+    with open_file(tmp, "w") as f:
+      f.write(text)
+  except BaseException:  # a full disk: the old file stays, no half copy
+    if exists(tmp):
+      remove(tmp)
+    raise
   rename(tmp, path, overwrite=True)
 
 

@@ -13,11 +13,13 @@ runs (tokenize_tensor), and so the exported vocabularies agree.
 """
 
 import dataclasses
+import io
 import itertools
 import operator
 import re
 
 from util import storage
+from util import text_files
 from util.errors import UserError
 
 WORDPIECE = "wordpiece"
@@ -73,11 +75,30 @@ def read_vocab_source(vocab_file):
     data = f.read()
   if not data.strip():
     raise UserError(f"vocab file is empty: {vocab_file}")
+  if _is_utf16(data):
+    raise UserError(f"vocab file {vocab_file} is UTF-16 text, not UTF-8: "
+                    "save it as UTF-8 (one token a line)")
   if _looks_like_sentencepiece(vocab_file, data):
     base = vocab_file.rstrip("/").split("/")[-1]
     name = base if base.endswith(".model") else "sentencepiece.model"
     return VocabSource(SENTENCEPIECE, data, name)
+  # A vocab.txt decoded loosely would turn bad bytes into tokens such as
+  # '\ufffd': strictly, or one line naming the first bad byte.
+  text_files.read_stream(io.BytesIO(data), f"vocab file {vocab_file}")
   return VocabSource(WORDPIECE, data, "vocab.txt")
+
+
+def _is_utf16(data):
+  """A UTF-16 byte-order mark, or ASCII text as UTF-16 (every other byte
+  NUL), as editors on Windows save "Unicode" text."""
+  if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+    return True
+  head = data[:4096]
+  for zeros, text in ((head[1::2], head[0::2]), (head[0::2], head[1::2])):
+    if len(zeros) >= 4 and zeros.count(0) >= 0.9 * len(zeros) and \
+        text.count(0) == 0:
+      return True
+  return False
 
 
 def _utf8(line):
@@ -308,7 +329,7 @@ class SentencePieceTokenizer(Tokenizer):
 
 def parse_wordpiece_vocab(data):
   """vocab.txt bytes -> token list; line i is id i, as in BERT."""
-  text = data.decode("utf-8", errors="replace")
+  text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
   # A blank line still takes an id; give it a name no text can produce.
   tokens = [line.strip() or f"<blank line {i + 1}>"
             for i, line in enumerate(text.splitlines())]
