@@ -37,9 +37,13 @@ class RunOutputs:
   def evaluation_path(self, task, split):
     """An evaluation's predictions (--no-do-train), named by its time like
     its results file: a second evaluation replaces nothing."""
-    return os.path.join(self.config.output_dir,
-                        f"{task.name}_{split}_predictions_eval-"
-                        f"{self.stamp}{task.predictions_ext}")
+    stem = os.path.join(self.config.output_dir,
+                        f"{task.name}_{split}_predictions_eval-{self.stamp}")
+    path, n = stem + task.predictions_ext, 1
+    while storage.exists(path):  # two evaluations in one second
+      n += 1
+      path = f"{stem}_{n}{task.predictions_ext}"
+    return path
 
   def prediction_file(self, task, split, trial):
     """prediction_path, its folder made: about to be written."""
