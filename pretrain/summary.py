@@ -183,6 +183,9 @@ def write_plot(config):
     steps = sorted(scalars[tag])
     ax = axes[0] if tag.endswith("loss") else axes[1]
     ax.plot(steps, [scalars[tag][s] for s in steps], label=tag)
+  losses = [v for t in tags if t.endswith("loss") for v in scalars[t].values()]
+  if losses and min(losses) > 0:  # the total is 50x the discriminator's
+    axes[0].set_yscale("log")
   axes[0].set_ylabel("loss (train batches, mean per log line)")
   axes[1].set_ylabel("share / score")
   for ax in axes:
