@@ -7,6 +7,7 @@ Reads DATA_DIR/pretrain_tfrecords/, writes checkpoints, TensorBoard logs and
 eval results to DATA_DIR/models/NAME/, and resumes from there if restarted.
 """
 
+import json
 import os
 import sys
 
@@ -49,6 +50,8 @@ def main(argv=None):
       kept = ("" if config.eval_checkpoint else " (also in " + os.path.join(
           config.model_dir, "eval_results.json") + ")")
       print(f"eval results{kept}:\n" + format_metrics(results), flush=True)
+      if not sys.stdout.isatty():  # for scripts (run_comparison.py reads it)
+        print(json.dumps(results, sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":

@@ -158,7 +158,7 @@ def check(config):
                      f"from {os.path.join(folder, METADATA_FILE)}",
                      "rebuild the data with build_pretraining_dataset.py "
                      "--max-seq-length " + str(config.max_seq_length))
-  if config.data_dir or config.vocab_file:
+  if folder:  # no TFRecords at all: the trainer's error says so first
     find_vocab(config, meta, folder)
   saved = os.path.join(model_dir, CONFIG_FILE) if model_dir else ""
   if saved and os.path.isfile(saved):

@@ -87,9 +87,10 @@ def test_eval_reports_the_original_metrics(data_dir, capsys):
                         "--do-eval"])
   out = capsys.readouterr().out
   results = eval_results_from(out)
-  # Once, as a table (no raw JSON line after it).
+  # Once as a table; not on a terminal, one JSON line for scripts too.
   assert out.count("eval results") == 1
-  assert not [l for l in out.splitlines() if l.startswith("{")], out
+  line = json.loads(out.strip().splitlines()[-1])
+  assert {k: round(v, 4) for k, v in line.items()} == results
   for key in ("masked_lm_accuracy", "masked_lm_loss",
               "sampled_masked_lm_accuracy", "disc_loss", "disc_auc",
               "disc_accuracy", "disc_precision", "disc_recall"):
