@@ -45,6 +45,7 @@ tensorflow_script("export_model.py")
 
 from interop.config import load_config  # noqa: E402
 from loading.presence import check_model_present  # noqa: E402
+from loading.presence import check_vocab_present  # noqa: E402
 from training.progress import Progress  # noqa: E402
 from util.errors import main_guard  # noqa: E402
 
@@ -53,6 +54,7 @@ from util.errors import main_guard  # noqa: E402
 def main(argv=None):
   config = load_config(argv)
   check_model_present(config.model_path)  # before TensorFlow loads
+  check_vocab_present(config.model_path, config.vocab_file, config.data_dir)
   progress = Progress("export", 2, "steps", sys.stdout)
   # TensorFlow only after the flags are checked: a bad flag fails at once.
   import_tensorflow(with_text=True)

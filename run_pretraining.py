@@ -8,6 +8,7 @@ eval results to DATA_DIR/models/NAME/, and resumes from there if restarted.
 """
 
 import json
+import os
 import sys
 
 # Before any Keras import: pins the backend, quiets TF's C++ chatter.
@@ -17,8 +18,8 @@ from util.tf_quiet import tensorflow_script
 tensorflow_script("run_pretraining.py")
 
 from pretrain import config as configure_pretraining  # noqa: E402
+from pretrain import preflight  # noqa: E402
 from training.preemption import Preempted  # noqa: E402
-from util.config import check_data_dir  # noqa: E402
 from util.errors import main_guard  # noqa: E402
 
 
@@ -31,8 +32,9 @@ def format_metrics(results):
 
 @main_guard
 def main(argv=None):
-  # A missing --data-dir is said before TensorFlow's seconds of import.
-  config = configure_pretraining.load_config(argv, check_first=check_data_dir)
+  # Paths, the dataset, the vocab and a resumed run's hparams are checked
+  # before TensorFlow's seconds of import.
+  config = configure_pretraining.load_config(argv, check_first=preflight.check)
   import_tensorflow()
   from loading.sources import open_source  # TF import after arg checks
   from pretrain.trainer import Trainer
@@ -45,8 +47,11 @@ def main(argv=None):
         sys.exit(e.code)  # 143 SIGTERM, 130 SIGINT: as if it had ended us
     if config.do_eval:
       results = trainer.evaluate()
-      print("eval results:\n" + format_metrics(results), flush=True)
-      print(json.dumps(results, sort_keys=True), flush=True)
+      kept = ("" if config.eval_checkpoint else " (also in " + os.path.join(
+          config.model_dir, "eval_results.json") + ")")
+      print(f"eval results{kept}:\n" + format_metrics(results), flush=True)
+      if not sys.stdout.isatty():  # for scripts (run_comparison.py reads it)
+        print(json.dumps(results, sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from util.tf_quiet import tensorflow_script
 tensorflow_script("run_scoring.py")
 
 from loading.presence import check_model_present  # noqa: E402
+from loading.presence import check_vocab_present  # noqa: E402
 from scoring import run  # noqa: E402
 from scoring.config import load_config  # noqa: E402
 from util.errors import main_guard  # noqa: E402
@@ -34,6 +35,7 @@ def main(argv=None):
   config = load_config(argv)
   inputs = run.load_inputs(config)
   check_model_present(config.model_path)  # before TensorFlow loads
+  check_vocab_present(config.model_path, config.vocab_file, config.data_dir)
   from util.tf_quiet import import_tensorflow
   import_tensorflow(with_text=True)
   return run.score(config, inputs)  # TF import after the checks above

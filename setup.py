@@ -1,4 +1,7 @@
-"""ELECTRA-style pretraining of text encoders, rebuilt for TF2 / Keras 3."""
+"""ELECTRA-style pretraining of text encoders, rebuilt for TF2 / Keras 3.
+
+`pip install .` installs the dependencies; run the scripts from the clone.
+"""
 
 import setuptools
 
@@ -8,19 +11,12 @@ setuptools.setup(
     description=("ELECTRA, Electric and SCRIPT pretraining and fine-tuning "
                  "with Keras 3 on TensorFlow (and JAX for the model code)"),
     python_requires=">=3.11",
-    packages=setuptools.find_packages(include=["model", "model.*", "pretrain",
-                                               "pretrain.*", "finetune",
-                                               "finetune.*", "scoring",
-                                               "scoring.*", "interop",
-                                               "interop.*", "loading",
-                                               "loading.*", "comparison",
-                                               "slot", "training",
-                                               "training.*", "dataset",
-                                               "dataset.*", "util",
-                                               "util.*"]),
-    py_modules=["build_pretraining_dataset", "configure_pretraining",
-                "run_pretraining", "configure_finetuning", "run_finetuning",
-                "run_scoring", "export_model", "run_comparison"],
+    # Dependencies only: the code runs from the clone, in the original
+    # release's layout (model/, util/, training/, dataset/, ... at the top,
+    # found beside the scripts), so an install puts none of those generic
+    # names on anyone's path (tests/test_install.py).
+    packages=[],
+    py_modules=[],
     install_requires=[
         # tensorflow-text must match TensorFlow's minor version.
         "tensorflow>=2.21,<2.22",
@@ -32,7 +28,7 @@ setuptools.setup(
         "scipy>=1.11",
         "scikit-learn>=1.4",
         "safetensors>=0.4",  # transformers' weight files, read as NumPy
-        "matplotlib>=3.7",  # run_comparison.py's plots
+        "matplotlib>=3.7",  # plots: run_comparison.py, the quickstart
     ],
     extras_require={
         "scoring": ["jiwer>=3"],  # n-best rescoring WER

@@ -73,6 +73,7 @@ class FinetuningConfig:
   # Where things live.
   data_dir: str = ""
   model_name: str = ""
+  # As the original release's hparams, also a list: ["rte", "mrpc"].
   task_names: str = "chunk"  # comma-separated, e.g. "rte,mrpc" (multi-task)
   # Holds a folder per task (rte/ or RTE/, chunk/, squad/, ...):
   # finetune/data_layout.py, docs/run_finetuning.md.
@@ -196,6 +197,18 @@ class FinetuningConfig:
       "max_answer_length": ">= 1", "beam_size": ">= 1",
       "answerable_weight": ">= 0", "qa_na_threshold": None,
       "task_weight_exponent": ">= 0", "num_gpus": ">= 0"}
+
+  @classmethod
+  def original_spellings(cls, overrides):
+    """The original release's forms (util/config.apply_overrides calls
+    this at the config boundary): its task_names is a list, ["mnli"]."""
+    names = overrides.get("task_names")
+    if not isinstance(names, (list, tuple)):
+      return overrides
+    if not all(isinstance(n, str) for n in names):
+      raise UserError("hparam 'task_names' expects a list of task names "
+                      f"or a comma-separated string, got {names!r}")
+    return dict(overrides, task_names=",".join(names))
 
   def resolve(self, pretrain_size=None):
     """Derived defaults; `pretrain_size` is the size of the model being

@@ -102,5 +102,5 @@ class Teachers:
       storage.makedirs(os.path.dirname(path))
       bam.write_teacher_outputs(path, task.name, keys, values)
       print(f"wrote {task.name}'s teacher outputs on {len(keys)} train rows "
-            f"(trial {kept.info.get('trial', 0) + 1}'s model): {path}",
+            f"(trial {kept.info.get('trial', '?')}'s model): {path}",
             flush=True)

@@ -7,6 +7,7 @@ import os
 from finetune import data_layout
 from loading import finetuned as finetuned_files
 from loading.presence import check_model_present
+from loading.presence import check_vocab_present
 from util.errors import UserError
 
 
@@ -23,12 +24,20 @@ def kept_model_path(config):
 
 
 def find_finetuned(config):
-  """The fine-tuned model at --init-checkpoint; with --do-predict, else
-  the one a run of these tasks kept in output_dir (one must be found)."""
+  """The fine-tuned model at --init-checkpoint; with --do-predict (one
+  must be found) or --no-do-train (to evaluate it), else the one a run of
+  these tasks kept in output_dir."""
   if finetuned_files.is_finetuned(config.init_checkpoint):
     return finetuned_files.load(config.init_checkpoint)
-  if not config.do_predict:
+  if config.do_train and not config.do_predict:
     return None
+  if not config.do_predict:  # evaluate: the kept model when there is one
+    explicit = config.init_checkpoint and (config.init_checkpoint !=
+                                           run_path(config))
+    kept = kept_model_path(config) if config.output_dir else ""
+    if explicit or not finetuned_files.is_finetuned(kept):
+      return None
+    return finetuned_files.load(kept)
   if config.init_checkpoint and config.init_checkpoint != run_path(config):
     raise UserError(f"{config.init_checkpoint} is not a fine-tuned model "
                     f"(no {finetuned_files.MODEL_FILE}): --do-predict "
@@ -49,5 +58,7 @@ def check(config):
   """The model and the data files are there (config: validated)."""
   if find_finetuned(config) is None:
     check_model_present(config.init_checkpoint or run_path(config))
+    check_vocab_present(config.init_checkpoint or run_path(config),
+                        config.vocab_file, config.data_dir)
   if not config.do_predict:
     data_layout.check_files(config)

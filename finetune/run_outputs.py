@@ -17,6 +17,7 @@ class RunOutputs:
   def __init__(self, config, tasks):
     self.config = config
     self.tasks = tasks
+    self.stamp = time.strftime("%Y%m%d-%H%M%S")  # this run's files
 
   def kept_model_path(self):
     """OUTPUT_DIR/<tasks>_model: where this run keeps its model."""
@@ -28,9 +29,21 @@ class RunOutputs:
                         f"{'_'.join(self.config.tasks)}_trials.json")
 
   def prediction_path(self, task, split, trial):
+    """Trial `trial`'s predictions (1-based, as the logs count)."""
     return os.path.join(self.config.output_dir,
                         f"{task.name}_{split}_predictions_trial{trial}"
                         f"{task.predictions_ext}")
+
+  def evaluation_path(self, task, split):
+    """An evaluation's predictions (--no-do-train), named by its time like
+    its results file: a second evaluation replaces nothing."""
+    stem = os.path.join(self.config.output_dir,
+                        f"{task.name}_{split}_predictions_eval-{self.stamp}")
+    path, n = stem + task.predictions_ext, 1
+    while storage.exists(path):  # two evaluations in one second
+      n += 1
+      path = f"{stem}_{n}{task.predictions_ext}"
+    return path
 
   def prediction_file(self, task, split, trial):
     """prediction_path, its folder made: about to be written."""
@@ -41,7 +54,8 @@ class RunOutputs:
     config = self.config
     splits = (["dev"] if config.do_eval else []) + (
         ["test"] if config.write_test_outputs else [])
-    return [f for trial in range(config.num_trials) for task in self.tasks
+    return [f for trial in range(1, config.num_trials + 1)
+            for task in self.tasks
             for split in splits
             for f in task.output_files(self.prediction_path(task, split,
                                                             trial))]
@@ -82,18 +96,21 @@ class RunOutputs:
             config.keep_model != "none" else [])
     if config.write_distill_outputs:
       kept += [self.distill_output_path(t) for t in self.tasks]
-    existing = [f for f in self.planned() + kept if storage.exists(f)]
+    existing = [f for f in kept + self.planned() if storage.exists(f)]
     if existing:
       more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
-      raise UserError(f"{existing[0]}{more} already exists: pass "
-                      "--overwrite to replace, or another --output-dir "
+      # --overwrite would replace a kept model: not the advice then.
+      how = ("use another --output-dir for a new run, or --no-do-train to "
+             "evaluate that model" if existing[0] in kept else
+             "pass --overwrite to replace, or another --output-dir")
+      raise UserError(f"{existing[0]}{more} already exists: {how} "
                       "(nothing was written)")
 
   def results_path(self):
     """A new results file: the time stamp, numbered if it is taken."""
     config = self.config
     stem = os.path.join(config.output_dir, f"results_{'_'.join(config.tasks)}_"
-                        f"{time.strftime('%Y%m%d-%H%M%S')}")
+                        f"{self.stamp}")
     path, n = stem + ".json", 1
     while storage.exists(self._output(path)):
       n += 1

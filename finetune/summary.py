@@ -1,7 +1,9 @@
-"""A fine-tuning run's results over its trials, as printed and recorded."""
+"""A fine-tuning run's results over its trials, as printed and recorded,
+and read against each task's no-text baseline."""
 
 import numpy as np
 
+from finetune import data_layout
 from finetune import metrics
 
 
@@ -34,3 +36,35 @@ def format_table(results):
     for key, value in values.items():
       lines.append(f"  {task:<8} {key:<20} {value:8.3f}")
   return "\n".join(lines)
+
+
+# What a no-text baseline is, per kind of task (comparison/baselines.py).
+BASELINE_WORDS = {"GLUE": "the training set's majority class; a constant "
+                          "for regression, correlation 0",
+                  "tagging": "each word's most frequent training tag"}
+
+
+def has_baseline(task_name):
+  """Whether comparison/baselines.py has a no-text baseline for the task:
+  GLUE and tagging."""
+  return data_layout.kind(task_name) in BASELINE_WORDS
+
+
+def versus_baselines(results, tasks, baselines):
+  """Lines reading each task's headline score {task: {metric: value}}
+  against its no-text baseline {task: score}, saying when it does not
+  beat it (a model that learned nothing usable from the text)."""
+  lines = []
+  for task in tasks:
+    if task.name not in baselines or task.name not in results:
+      continue
+    score = results[task.name].get(task.metric)
+    base = baselines[task.name]
+    if score is None:
+      continue
+    verdict = ("beats it" if score > base else
+               "does NOT beat it: no better than ignoring the text")
+    lines.append(f"  {task.name:<8} {task.metric:<20} {score:8.3f} vs "
+                 f"no-text baseline {base:.3f} "
+                 f"({BASELINE_WORDS[data_layout.kind(task.name)]}): {verdict}")
+  return "\n".join(["no-text baselines (dev):"] + lines) if lines else ""

@@ -36,6 +36,15 @@ class TaskData:
           examples, is_training=split == "train"))
     return self._data[key]
 
+  def examples(self, task, split):
+    """A split's examples as this run reads them (limits applied), read
+    again only when no trial needed them (no featurizing)."""
+    if (task.name, split) in self._data:
+      return self._data[(task.name, split)][0]
+    config = self.config
+    return limit(task.get_examples(split), config.train_examples_limit if
+                 split == "train" else config.eval_examples_limit)
+
   def add(self, task_name, split, examples, features):
     """Rows that are not one of the task's splits (a predict file, a
     teacher's featurization), read as a split is."""

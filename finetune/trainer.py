@@ -26,6 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from comparison import baselines
 from finetune import bam
 from finetune import preflight
 from finetune import task_builder
@@ -46,7 +47,9 @@ from finetune.optimization import create_optimizer
 from finetune.prediction import Predictor
 from finetune.run_outputs import RunOutputs
 from finetune.summary import format_table
+from finetune.summary import has_baseline
 from finetune.summary import summarize
+from finetune.summary import versus_baselines
 from finetune.task_data import TaskData
 from finetune.trial_record import TrialRecord
 from loading import runs
@@ -55,8 +58,23 @@ from training import distribution
 from training.progress import Progress
 from training.progress import format_seconds
 from training.step import ReplicaUpdate
+from util import outputs
 from util import storage
 from util.errors import UserError
+
+
+class RowsAsRead:
+  """A task whose get_examples gives the rows this run read (TaskData),
+  for comparison/baselines.py's predictors."""
+
+  def __init__(self, task, data):
+    self._task, self._data = task, data
+
+  def __getattr__(self, name):
+    return getattr(self._task, name)
+
+  def get_examples(self, split):
+    return self._data.examples(self._task, split)
 
 
 class FinetuningRunner:
@@ -72,7 +90,8 @@ class FinetuningRunner:
     if self.finetuned and config.init_from == "generator":
       raise UserError(f"{self.finetuned.path} is a fine-tuned model: it has "
                       "one encoder, so init_from must be discriminator")
-    if config.do_predict:  # read and featurize as the model was trained
+    if self.finetuned and (config.do_predict or not config.do_train):
+      # Predict or evaluate: read and featurize as the model was trained.
       config = self.config = config.with_model_settings(
           self.finetuned.finetuning_config,
           f"{self.finetuned.path} (finetuning_config)")
@@ -108,6 +127,8 @@ class FinetuningRunner:
     if config.do_predict:
       adopt_heads(self.finetuned, self.tasks)
       self.outputs.check_predict_output()
+    elif not config.do_train:
+      pass  # evaluate only: no record, and files named by time (run_evaluate)
     else:
       if config.distill or config.write_distill_outputs:
         check_tasks(self.tasks)  # BAM distills these only (section 3.2.2)
@@ -231,8 +252,9 @@ class FinetuningRunner:
     return step
 
   def run_trial(self, trial):
+    """Trial `trial` (1-based, as the logs and files count)."""
     config = self.config
-    seed = config.seed + trial
+    seed = config.seed + trial - 1
     model = self._build(seed)
     results = {}
     if config.do_train:
@@ -257,6 +279,8 @@ class FinetuningRunner:
     if config.do_predict:
       return self.run_predict()
     self.data.check_inputs()
+    if not config.do_train:
+      return self.run_evaluate()
     if config.distill and config.do_train:
       self.teachers.outputs()  # a bad teacher: said before any work
     self._reused_heads()  # a head that cannot be reused: said now
@@ -268,10 +292,9 @@ class FinetuningRunner:
             f"(recorded in {self.record.path}): "
             + ("going on" if len(trials) < config.num_trials else
                "nothing left to train"), flush=True)
-    for trial in range(len(trials), config.num_trials):
-      print(
-          f"trial {trial + 1}/{config.num_trials} (seed {config.seed + trial})",
-          flush=True)
+    for trial in range(len(trials) + 1, config.num_trials + 1):
+      print(f"trial {trial}/{config.num_trials} (seed "
+            f"{config.seed + trial - 1})", flush=True)
       trials.append(self.run_trial(trial))
       if trials[-1]:
         print(format_table(trials[-1]), flush=True)
@@ -281,12 +304,74 @@ class FinetuningRunner:
       self.teachers.write_outputs()
     summary = summarize(trials)
     if summary:
-      path = self.record.write_results(trials, summary, done)
-      print(f"results: {path}", flush=True)
-      print(f"median over {config.num_trials} trial(s):", flush=True)
-      print(format_table({t: {k: v["median"] for k, v in m.items()}
-                          for t, m in summary.items()}), flush=True)
-      print(json.dumps(summary), flush=True)
+      scores = self.baselines()
+      path = self.record.write_results(trials, summary, done, scores)
+      print(f"median over {config.num_trials} trial(s) (all in {path}):",
+            flush=True)
+      medians = {t: {k: v["median"] for k, v in m.items()}
+                 for t, m in summary.items()}
+      print(format_table(medians), flush=True)
+      if scores:
+        print(versus_baselines(medians, self.tasks, scores), flush=True)
+    return summary
+
+  def baselines(self):
+    """{task: its no-text baseline's dev score} for the tasks that have
+    one, by comparison/baselines.py's predictors on the rows this run
+    read (train_examples_limit and eval_examples_limit apply)."""
+    out = {}
+    for task in self.tasks:
+      if not has_baseline(task.name):
+        continue
+      seen = RowsAsRead(task, self.data)
+      try:
+        # pylint: disable=protected-access
+        out[task.name] = (baselines._most_frequent_tag_score(seen)
+                          if task.name in ("chunk", "pos") else
+                          baselines._constant_score(seen, task.metric))
+      except UserError as e:  # no train set to take it from: left out
+        print(f"note: no no-text baseline for {task.name}: {e}",
+              flush=True)
+    return out
+
+  def run_evaluate(self):
+    """--no-do-train: the fine-tuned model (--init-checkpoint, else the
+    one a run of these tasks kept; else the pretrained encoder with new
+    heads) evaluated once. Nothing of a training run is read or
+    replaced: predictions and results go to files named by the time.
+    Returns the summary a run of one trial would."""
+    config = self.config
+    model = self._build(config.seed)
+    what = (f"{self.finetuned.path} (trial "
+            f"{self.finetuned.info.get('trial', '?')}'s model)"
+            if self.finetuned else
+            f"{self.pretrained.model_dir} with untrained heads (no "
+            f"fine-tuned model at {preflight.kept_model_path(config)})")
+    print(f"evaluating {what}", flush=True)
+    results = {}
+    for task in self.tasks:
+      splits = (["dev"] if config.do_eval else []) + (
+          ["test"] if config.write_test_outputs else [])
+      for split in splits:
+        scorer, loss = self.predictor.predict(model, task, split)
+        path = self.outputs.evaluation_path(task, split)
+        storage.makedirs(os.path.dirname(path))
+        scorer.write_predictions(path)
+        if split == "dev":
+          results[task.name] = dict(scorer.get_results(), loss=loss)
+        print(f"wrote {task.name} {split} predictions: {path}", flush=True)
+    summary = summarize([results] if results else [])
+    if summary:
+      scores = self.baselines()
+      path = self.outputs.results_path()
+      outputs.write_text(path, json.dumps(dict(
+          tasks=config.tasks, model=self.finetuned.path if self.finetuned
+          else self.pretrained.model_dir, summary=summary, trials=[results],
+          baselines=scores), indent=2))
+      print(f"dev results (also in {path}):", flush=True)
+      print(format_table(results), flush=True)
+      if scores:
+        print(versus_baselines(results, self.tasks, scores), flush=True)
     return summary
 
   def run_predict(self):
@@ -304,7 +389,7 @@ class FinetuningRunner:
     self.predictor.call_once(model, task, "predict")
     print(f"predicting {len(examples)} {task.name} example(s) of "
           f"{config.predict_file} with {self.finetuned.path} (trial "
-          f"{self.finetuned.info.get('trial', 0) + 1}'s model)", flush=True)
+          f"{self.finetuned.info.get('trial', '?')}'s model)", flush=True)
     scorer, loss = self.predictor.predict(model, task, "predict")
     path = self.outputs.predict_output()
     if os.path.dirname(path):
@@ -315,5 +400,4 @@ class FinetuningRunner:
       return {}
     results = {task.name: dict(scorer.get_results(), loss=loss)}
     print(format_table(results), flush=True)
-    print(json.dumps(results), flush=True)
     return results

@@ -16,6 +16,11 @@ from util import storage
 from util.errors import UserError
 from util.text_files import read_json
 
+# Where a refused run can go instead: --overwrite would replace the run's
+# kept model (OUTPUT_DIR/<tasks>_model), so it is never the advice.
+ELSEWHERE = ("use another --output-dir for a new run (--no-do-train "
+             "evaluates the kept model)")
+
 
 class TrialRecord:
   """A run's trials (their dev results), the trial whose model is kept
@@ -41,20 +46,19 @@ class TrialRecord:
   def _resumed(self):
     """The record of an earlier run of this command (same tasks and
     hparams but RUN_SETTINGS) to go on from; None for a new run. One
-    with other hparams is refused unless --overwrite (start over)."""
+    with other hparams is refused (--overwrite starts over)."""
     config, path = self.config, self.path
     if config.overwrite or not storage.exists(path):
       return None
     try:
       record = read_json(path)
     except UserError as e:
-      raise UserError(f"{e} (the record of an earlier run: pass "
-                      "--overwrite to start over)") from None
+      raise UserError(f"{e} (the record of an earlier run: {ELSEWHERE})"
+                      ) from None
     if not (isinstance(record, dict) and isinstance(record.get("config"),
                                                     dict) and
             isinstance(record.get("trials"), list)):
-      raise UserError(f"{path} is not a record of trials: pass --overwrite "
-                      "to start over")
+      raise UserError(f"{path} is not a record of trials: {ELSEWHERE}")
     saved = record["config"]
     changes = [(k, saved[k], v) for k, v in config.run_hparams().items()
                if k in saved and saved[k] != v]
@@ -63,8 +67,7 @@ class TrialRecord:
       more = f" (+{len(changes) - 4} more)" if len(changes) > 4 else ""
       raise UserError(f"{path} records a run of these tasks with other "
                       f"hparams: {shown}{more}; run it with its own to go "
-                      "on, or pass --overwrite to start over (nothing was "
-                      "written)")
+                      f"on, or {ELSEWHERE} (nothing was written)")
     return record
 
   def start(self):
@@ -76,17 +79,17 @@ class TrialRecord:
     if record is None:
       record = {"run": uuid.uuid4().hex, "config": config.run_hparams(),
                 "trials": [], "kept": None, "results_file": ""}
-    kept = record.get("kept")
-    if kept and kept["trial"] < len(record["trials"]):
+    kept = record.get("kept")  # its trial: 1-based, as logs and files say
+    if kept and kept["trial"] <= len(record["trials"]):
       path = self.paths.kept_model_path()
       on_disk = (finetuned_files.load(path).info if
                  finetuned_files.is_finetuned(path) else {})
       if (on_disk.get("run"), on_disk.get("trial")) != (record["run"],
                                                           kept["trial"]):
-        print(f"note: {path} is not trial {kept['trial'] + 1}'s model as "
+        print(f"note: {path} is not trial {kept['trial']}'s model as "
               "recorded (interrupted while keeping it): from that trial on "
               "again", flush=True)
-        record["trials"] = record["trials"][:kept["trial"]]
+        record["trials"] = record["trials"][:kept["trial"] - 1]
         record["kept"] = None
     self.data = record
     self.write()
@@ -108,8 +111,8 @@ class TrialRecord:
     return score if np.isfinite(score) else -math.inf
 
   def keep(self, model, trial, results):
-    """Writes the trial's model to the kept model's path when keep_model
-    asks: always (last), when its dev score beats the kept one's (best;
+    """Writes trial `trial`'s model (1-based) to the kept model's path
+    when keep_model asks: always (last), when its dev score beats the kept one's (best;
     the last when there is no dev score), never (none)."""
     config = self.config
     if config.keep_model == "none" or not config.do_train:
@@ -125,7 +128,7 @@ class TrialRecord:
         tasks={t.name: t.model_info() for t in self.tasks},
         encoder={s.name: s.value() for s in encoder_slots(model.encoder)},
         heads={t.name: head_weights(model.heads[t.name]) for t in self.tasks},
-        info=dict(trial=trial, seed=config.seed + trial, results=results,
+        info=dict(trial=trial, seed=config.seed + trial - 1, results=results,
                   kept=config.keep_model, score=score,
                   run=self.data["run"]),
         overwrite=True,  # this run's own (checked before any work)
@@ -133,15 +136,16 @@ class TrialRecord:
     self.data["kept"] = {"trial": trial, "score": score}
     why = ("" if score is None else
            f", dev score {score:.4f}" if config.keep_model == "best" else "")
-    print(f"kept trial {trial + 1}'s model{why}: {path}", flush=True)
+    print(f"kept trial {trial}'s model{why}: {path}", flush=True)
 
-  def write_results(self, trials, summary, done):
+  def write_results(self, trials, summary, done, baselines=None):
     """The results file of `trials`: written anew when this run finished
     some (`done` were recorded before it) or the recorded one is gone,
     else the recorded one. Returns its path."""
     config, kept = self.config, self.data.get("kept")
     out = {"tasks": config.tasks, "num_trials": config.num_trials,
-           "summary": summary, "trials": trials}
+           "summary": summary, "trials": trials,
+           "baselines": baselines or {}}  # no-text, dev (summary.py)
     if kept:
       out["kept_model"] = {"path": self.paths.kept_model_path(),
                            "trial": kept["trial"], "keep": config.keep_model}

@@ -3,7 +3,6 @@ and `--field-name` flags (util/config.py). TF-free, so bad flags fail fast.
 """
 
 import dataclasses
-import os
 
 from util import storage
 from util.config import check_choice
@@ -55,10 +54,9 @@ class ExportConfig:
     if storage.exists(self.output_dir) and storage.listdir(self.output_dir):
       raise UserError(f"output_dir {self.output_dir} already exists and is "
                       "not empty: choose a new folder (nothing was written)")
-    parent = os.path.dirname(os.path.abspath(self.output_dir))
-    if not os.path.lexists(parent) and not storage.isdir(parent):
-      raise UserError(f"output_dir: folder {parent} does not exist")
-    check_output_dir(self.output_dir, "output_dir")  # links, permissions
+    # Missing parents are made (as the quickstart's next command needs);
+    # the nearest existing one must be a folder we can write in.
+    check_output_dir(self.output_dir, "output_dir")
     if 0 < self.max_seq_length < 3:
       raise UserError("max_seq_length must be 0 (the run's) or >= 3")
     if self.max_seq_length and self.format != "savedmodel":

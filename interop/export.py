@@ -163,13 +163,14 @@ def staging_dir(out):
   (absent, or the empty folder the user made)."""
   parent = os.path.dirname(os.path.abspath(out))
   try:
+    os.makedirs(parent, exist_ok=True)  # validate() checked where it can
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.",
                                suffix=".incomplete", dir=parent)
   except OSError as e:
     raise UserError(f"cannot write to {parent}: {e.strerror}") from None
   try:
     yield staging
-    outputs.give_usual_mode(staging)
+    outputs.give_usual_modes(staging)
     if os.path.isdir(out):  # the empty folder the user made: fill it
       for name in os.listdir(staging):
         os.replace(os.path.join(staging, name), os.path.join(out, name))

@@ -12,7 +12,9 @@ Signatures (`saved_model_cli show --dir D --all` lists them):
       input_mask (the text tokenized in the graph as the run's tokenizer
       does, with [CLS] ... [SEP], cut to max_seq_length, padded) and, where
       there are token_scores, sentence_score [B]: their sum over the text's
-      tokens ([CLS], [SEP] and padding left out), a one-pass PLL.
+      tokens ([CLS], [SEP] and padding left out). Not run_scoring.py's
+      PLL (for ELECTRA, log p(all original) by the discriminator, not
+      log p(token | rest) over the vocabulary): named apart for that.
 The vocabulary is in the graph (the tokenizer's constants) and copied as
 an asset (`loaded.vocab_file.asset_path`). Loading needs tensorflow and
 tensorflow_text (imported first, for its ops), none of this code.

@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from interop.weights import import_weights
+from loading.presence import vocab_path_for  # noqa: F401 (callers' name)
 from pretrain.objectives import build_model
 from pretrain.run_config import CONFIG_FILE
 from pretrain.run_config import config_from_json
@@ -65,18 +66,6 @@ def is_our_run(path):
   if storage.exists(path + ".index"):
     return storage.exists(os.path.join(os.path.dirname(path), CONFIG_FILE))
   return not path.endswith(".keras")
-
-
-def vocab_path_for(pretrain_config, vocab_file="", data_dir=""):
-  """`vocab_file`, else the run's, else DATA_DIR/vocab.txt."""
-  if vocab_file:
-    paths = [vocab_file]
-  else:
-    paths = [p for p in (pretrain_config.vocab_file, data_dir and os.path.join(
-        data_dir, "vocab.txt")) if p]
-  if not paths:
-    raise UserError("the run names no vocab file: pass --vocab-file")
-  return next((p for p in paths if storage.exists(p)), paths[0])
 
 
 def load_tokenizer_for(pretrain_config, vocab_file="", data_dir=""):

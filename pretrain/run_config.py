@@ -34,13 +34,55 @@ RUN_SETTINGS = frozenset((
     "inter_op_threads"))
 
 
-def hparam_changes(saved, config):
+# Changing these between a checkpoint and a resumed run changes the model.
+ARCHITECTURE_KEYS = (
+    "objective", "model_size", "model_hparam_overrides", "vocab_size",
+    "max_seq_length", "generator_hidden_size", "generator_ffn_size",
+    "generator_heads", "generator_layers", "uniform_generator",
+    "unigram_generator", "two_tower_generator", "weight_sharing",
+    "cross_layer_sharing", "training_algorithm", "optimizer")
+
+
+def hparam_changes(saved, config, fields=None):
   """[(field, saved value, new value)] of the hparams that change the math,
-  between a saved config (a dict from pretrain_config.json) and `config`.
-  Fields the saved config lacks (an older version) are not compared."""
+  between a saved config (a dict from pretrain_config.json) and `config`
+  (only `fields` when given). Fields the saved config lacks (an older
+  version) are not compared."""
   new = json.loads(json.dumps(dataclasses.asdict(config)))
   return [(k, saved[k], new[k]) for k in sorted(new)
-          if k in saved and k not in RUN_SETTINGS and saved[k] != new[k]]
+          if k in saved and k not in RUN_SETTINGS and saved[k] != new[k]
+          and (fields is None or k in fields)]
+
+
+def check_architecture(config, saved, fields=None):
+  """A model_dir's saved config and `config` describe the same model."""
+  for key in ARCHITECTURE_KEYS:
+    if fields is not None and key not in fields:
+      continue
+    if key in saved and saved[key] != getattr(config, key):
+      raise UserError(
+          f"{config.model_dir} holds a model trained with {key}="
+          f"{saved[key]!r}, but this run has "
+          f"{key}={getattr(config, key)!r}; "
+          "use another --model-name or the same hparams")
+
+
+def check_resumable(config, saved, step, fields=None):
+  """A run trained to `step` goes on only with the hparams it was trained
+  with (raising num_train_steps aside), unless accept_hparam_changes.
+  Returns (the raise of num_train_steps, [] or one change; the other
+  changes)."""
+  changes = hparam_changes(saved, config, fields)
+  raised = [ch for ch in changes
+            if ch[0] == "num_train_steps" and ch[2] > ch[1]]
+  others = [ch for ch in changes if ch not in raised]
+  if others and not config.accept_hparam_changes:
+    raise UserError(
+        f"{config.model_dir} was trained (to step {step}) with other hparams: "
+        f"{describe_changes(others)}; pass the run's own hparams (see its "
+        f"{CONFIG_FILE}), or --accept-hparam-changes to go on with these "
+        "(its old config is kept)")
+  return raised, others
 
 
 def describe_changes(changes):

@@ -11,8 +11,9 @@ import time
 import tensorflow as tf
 
 from pretrain.run_config import CONFIG_FILE
+from pretrain.run_config import check_architecture
+from pretrain.run_config import check_resumable
 from pretrain.run_config import describe_changes
-from pretrain.run_config import hparam_changes
 from pretrain.run_config import keep_config
 from pretrain.run_config import read_saved_config
 from training.checkpointing import latest_checkpoint
@@ -21,15 +22,6 @@ from util.errors import UserError
 from util.outputs import check_output_dir
 
 LOCK_FILE = "training.lock"  # held while a run trains (RunLock)
-
-# Changing these between a checkpoint and a resumed run changes the model.
-ARCHITECTURE_KEYS = (
-    "objective", "model_size", "model_hparam_overrides", "vocab_size",
-    "max_seq_length", "generator_hidden_size", "generator_ffn_size",
-    "generator_heads", "generator_layers", "uniform_generator",
-    "unigram_generator", "two_tower_generator", "weight_sharing",
-    "cross_layer_sharing", "training_algorithm", "optimizer")
-
 
 def prepare(config, is_chief, lock=False):
   """Creates model_dir and checks a resumed run against its config.
@@ -73,13 +65,7 @@ def _prepare(config, is_chief, path):
   writes = []
   if storage.exists(path):
     text, old = read_saved_config(path)
-    for key in ARCHITECTURE_KEYS:
-      if key in old and old[key] != getattr(config, key):
-        raise UserError(
-            f"{config.model_dir} holds a model trained with {key}="
-            f"{old[key]!r}, but this run has "
-            f"{key}={getattr(config, key)!r}; "
-            "use another --model-name or the same hparams")
+    check_architecture(config, old)
     write, keep = _check_resume(config, old, latest)
     if keep and is_chief:
       def keep_old():
@@ -166,16 +152,7 @@ def _check_resume(config, old, latest):
   if not latest:
     return True, None  # nothing trained yet: the saved config describes nothing
   step = latest.rsplit("-", 1)[-1]
-  changes = hparam_changes(old, config)
-  raised = [ch for ch in changes
-            if ch[0] == "num_train_steps" and ch[2] > ch[1]]
-  others = [ch for ch in changes if ch not in raised]
-  if others and not config.accept_hparam_changes:
-    raise UserError(
-        f"{config.model_dir} was trained (to step {step}) with other hparams: "
-        f"{describe_changes(others)}; pass the run's own hparams (see its "
-        f"{CONFIG_FILE}), or --accept-hparam-changes to go on with these "
-        "(its old config is kept)")
+  raised, others = check_resumable(config, old, step)
   if not config.do_train:
     if others:
       print(f"note: evaluating with hparams that differ from the run's "
@@ -189,4 +166,4 @@ def _check_resume(config, old, latest):
   if others:
     print(f"hparams changed from step {step} on (--accept-hparam-changes):"
           f" {describe_changes(others)}", flush=True)
-  return True, (step if changes else None)
+  return True, (step if raised or others else None)

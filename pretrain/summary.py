@@ -6,12 +6,16 @@
 
 Prints the eval before -> after table (eval_results.json of the untrained
 model, kept as --before, and the run's own), how long it all took, and
-the commands to try next with this run's folder and name filled in.
+the commands to try next with this run's folder and name filled in; and
+draws the train log's curves (TensorBoard's scalars, read without
+TensorFlow) into MODEL_DIR/train_curves.png.
 """
 
 import dataclasses
+import glob
 import os
 import shlex
+import struct
 import sys
 import time
 
@@ -23,6 +27,9 @@ from util.errors import UserError
 from util.text_files import read_json
 
 RESULTS = "eval_results.json"  # pretrain/trainer.py writes it
+PLOT = "train_curves.png"
+# Train-log scalars that are not the objective's (training/step_log.py).
+NOT_CURVES = ("learning_rate", "sequences_per_second", "grad_norm")
 
 
 @dataclasses.dataclass
@@ -128,6 +135,74 @@ def summary_lines(config, before, after, seconds=None, py="python"):
   return lines
 
 
+def _records(path):
+  """The records of a TFRecord file (TensorBoard's event files), CRCs
+  unchecked; a record cut short (a run still writing) ends it."""
+  with open(path, "rb") as f:
+    while True:
+      header = f.read(12)
+      if len(header) < 12:
+        return
+      length, = struct.unpack("<Q", header[:8])
+      data = f.read(length)
+      if len(data) < length or len(f.read(4)) < 4:
+        return
+      yield data
+
+
+def read_scalars(folder):
+  """{tag: {step: value}} of the TensorBoard event files in `folder`."""
+  # tensorboard's protos and tensor_util import without TensorFlow.
+  from tensorboard.compat.proto import event_pb2  # pylint: disable=g-import-not-at-top
+  from tensorboard.util import tensor_util  # pylint: disable=g-import-not-at-top
+  scalars = {}
+  for path in sorted(glob.glob(os.path.join(folder, "events.out.tfevents.*"))):
+    for data in _records(path):
+      event = event_pb2.Event.FromString(data)
+      for value in event.summary.value:
+        number = (float(tensor_util.make_ndarray(value.tensor))
+                  if value.HasField("tensor") else value.simple_value)
+        scalars.setdefault(value.tag, {})[event.step] = number
+  return scalars
+
+
+def write_plot(config):
+  """The train log's curves, losses left and the rest right, into
+  MODEL_DIR/train_curves.png; returns its path (None without a log)."""
+  scalars = read_scalars(os.path.join(config.model_dir, "train"))
+  tags = sorted(t for t in scalars if t not in NOT_CURVES)
+  if not tags:
+    return None
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  saved = os.path.join(config.model_dir, "pretrain_config.json")
+  run = read_json(saved) if storage.exists(saved) else {}
+  fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+  for tag in tags:
+    steps = sorted(scalars[tag])
+    ax = axes[0] if tag.endswith("loss") else axes[1]
+    ax.plot(steps, [scalars[tag][s] for s in steps], label=tag)
+  losses = [v for t in tags if t.endswith("loss") for v in scalars[t].values()]
+  if losses and min(losses) > 0:  # the total is 50x the discriminator's
+    axes[0].set_yscale("log")
+  axes[0].set_ylabel("loss (train batches, mean per log line)")
+  axes[1].set_ylabel("share / score")
+  for ax in axes:
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=8)
+  fig.suptitle(f"{config.model_name}: {run.get('objective', '?')} "
+               f"{run.get('model_size', '')} pretraining, 1 run (seed "
+               f"{run.get('seed', '?')}), train log")
+  fig.tight_layout()
+  path = os.path.join(config.model_dir, PLOT)
+  fig.savefig(path, dpi=80)
+  plt.close(fig)
+  return path
+
+
 @main_guard
 def main(argv=None):
   config, _ = parse_config(SummaryConfig, argv,
@@ -136,8 +211,11 @@ def main(argv=None):
   before = (read_results(config.before)
             if config.before and storage.exists(config.before) else None)
   seconds = time.time() - config.started if config.started else None
-  print("\n".join(summary_lines(config, before, after, seconds, python())),
-        flush=True)
+  lines = summary_lines(config, before, after, seconds, python())
+  plot = write_plot(config)
+  if plot:
+    lines.insert(len(table(before, after)) + 1, f"  train curves: {plot}")
+  print("\n".join(lines), flush=True)
 
 
 if __name__ == "__main__":

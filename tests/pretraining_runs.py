@@ -52,6 +52,19 @@ def run_cli(data_dir, name, *extra, env=None):
                **(env or {})))
 
 
+def eval_results_from(log):
+  """The metrics table run_pretraining.py prints once after `eval
+  results`: {metric: number}."""
+  lines = log[log.rindex("eval results"):].splitlines()[1:]
+  out = {}
+  for line in lines:
+    if not line.startswith("  "):
+      break
+    key, value = line.split()
+    out[key] = float(value) if "." in value else int(value)
+  return out
+
+
 def losses_from(log):
   return [float(m) for m in re.findall(r"\| loss ([0-9.]+)", log)]
 

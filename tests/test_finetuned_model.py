@@ -89,7 +89,7 @@ def test_keeps_the_best_trial_and_predicts_exactly_what_it_reported(
   root, summary = world
   out = outputs_dir(root)
   values = summary["sst"]["accuracy"]["values"]
-  best = int(np.argmax(values))  # the first of equals
+  best = int(np.argmax(values)) + 1  # the first of equals; 1-based
   kept = out / "sst_model"
   assert sorted(os.listdir(kept)) == ["finetuned_model.json",
                                       "model.safetensors", "vocab.txt"]
@@ -98,7 +98,7 @@ def test_keeps_the_best_trial_and_predicts_exactly_what_it_reported(
   assert record["tasks"] == {"sst": {"head": "classification",
                                      "labels": ["0", "1"],
                                      "text_pair": False}}
-  assert record["results"]["sst"]["accuracy"] == values[best]
+  assert record["results"]["sst"]["accuracy"] == values[best - 1]
   assert record["finetuning_config"]["max_seq_length"] == 32
   results = json.loads(next(out.glob("results_sst_*.json")).read_text())
   assert results["kept_model"]["trial"] == best
@@ -111,7 +111,7 @@ def test_keeps_the_best_trial_and_predicts_exactly_what_it_reported(
       str(root / "finetuning_data" / "sst" / "dev.tsv"),
       "--eval-batch-size", "7"])
   assert "step 1/" not in capsys.readouterr().out  # no training
-  assert predicted["sst"]["accuracy"] == values[best]
+  assert predicted["sst"]["accuracy"] == values[best - 1]
   assert ((out / "sst_dev_predictions.tsv").read_text() ==
           (out / f"sst_dev_predictions_trial{best}.tsv").read_text())
 
@@ -169,7 +169,7 @@ def test_a_killed_run_goes_on_from_its_first_unfinished_trial(
   assert len(values) == 2 and values[0] == first["trials"][0]["sst"][
       "accuracy"]
   kept = finetuned_files.load(str(tmp_path / "out" / "sst_model"))
-  assert kept.info["trial"] == 1  # keep_model last
+  assert kept.info["trial"] == 2  # keep_model last; 1-based as logged
 
   # Done: the same command trains nothing and writes no new results file.
   assert finetune(root, "sst", *argv, num_trials=2) == summary

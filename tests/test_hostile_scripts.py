@@ -202,10 +202,10 @@ def output_dir_symlink_loop(w, t):
   return _ft(w, t, out=_loop(t, "out"))
 
 
-@case(FINETUNING, r"rte_dev_predictions_trial0.tsv already exists: pass "
+@case(FINETUNING, r"rte_dev_predictions_trial1.tsv already exists: pass "
                   r"--overwrite")
 def predictions_exist(w, t):
-  return _ft(w, t, out=_taken(t, "rte_dev_predictions_trial0.tsv"))
+  return _ft(w, t, out=_taken(t, "rte_dev_predictions_trial1.tsv"))
 
 
 @case(FINETUNING, r"--hparams is JSON but not an object: \[1, 2\]")
@@ -348,7 +348,7 @@ def test_finetuning_outputs_and_an_interrupted_write(world, tmp_path,
   and the file it was replacing (--overwrite) is still whole."""
   out = tmp_path / "out"
   out.mkdir()
-  mine = _file(out, "rte_dev_predictions_trial0.tsv")
+  mine = _file(out, "rte_dev_predictions_trial1.tsv")
   real_replace = os.replace
 
   def disk_full(src, dst):
@@ -359,7 +359,7 @@ def test_finetuning_outputs_and_an_interrupted_write(world, tmp_path,
   monkeypatch.setattr(os, "replace", disk_full)
   stdout, _ = refused(
       run_finetuning.main, _ft(world, tmp_path, "--overwrite"),
-      r"cannot write .*rte_dev_predictions_trial0.tsv: No space left on "
+      r"cannot write .*rte_dev_predictions_trial1.tsv: No space left on "
       r"device", capsys, [world, tmp_path])
   assert "step 2/2" in stdout  # it did train, then failed to write
   assert mine.read_text() == "the user's own file\n"
@@ -373,10 +373,10 @@ def test_finetuning_outputs_and_an_interrupted_write(world, tmp_path,
       num_trials=2)
   names = [os.path.basename(p) for p in
            FinetuningRunner(config).outputs.planned()]
-  assert names == ["rte_dev_predictions_trial0.tsv",
-                   "rte_test_predictions_trial0.tsv",
-                   "rte_dev_predictions_trial1.tsv",
-                   "rte_test_predictions_trial1.tsv"]
+  assert names == ["rte_dev_predictions_trial1.tsv",
+                   "rte_test_predictions_trial1.tsv",
+                   "rte_dev_predictions_trial2.tsv",
+                   "rte_test_predictions_trial2.tsv"]
   from finetune.qa.qa_scorer import prediction_files
   assert prediction_files("d/squad_dev_predictions_trial0.json", True) == [
       "d/squad_dev_predictions_trial0.json",
@@ -493,7 +493,7 @@ def finetuned_weights_truncated(w, t):
       "model.safetensors")))
 
 
-@case(FINETUNED, r"rte_model already exists: pass --overwrite")
+@case(FINETUNED, r"rte_model already exists: use another --output-dir")
 def kept_model_folder_taken(w, t):  # the user's own folder of that name
   out = _taken(t)
   (out / "rte_model").mkdir()
@@ -803,9 +803,10 @@ def output_not_empty(w, t):
   return _ex(w, t, out=_taken(t))
 
 
-@case(EXPORT, r"output_dir: folder .*/a does not exist")
-def output_parent_missing(w, t):
-  return _ex(w, t, out=t / "a" / "b")
+@case(EXPORT, r"output_dir .*notes.txt/a/b: .*notes.txt is a file, not a "
+      "folder")
+def output_parent_is_a_file(w, t):
+  return _ex(w, t, out=_file(t) / "a" / "b")
 
 
 @case(EXPORT, r"loop is a broken symlink or a symlink loop")

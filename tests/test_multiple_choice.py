@@ -345,7 +345,7 @@ def test_race_fine_tunes_end_to_end(race_run, capsys):
       results)
   assert np.isfinite(results["loss"])
   path = pathlib.Path(race_run, "models", "tiny", "finetuning",
-                      "race_dev_predictions_trial0.tsv")
+                      "race_dev_predictions_trial1.tsv")
   lines = path.read_text().splitlines()
   assert lines[0] == "index\tprediction"
   rows = [line.split("\t") for line in lines[1:]]

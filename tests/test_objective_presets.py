@@ -14,6 +14,7 @@ from configure_pretraining import PretrainingConfig
 from pretrain.objectives import build_model
 from util.config import parse_config
 from tests.pretraining_runs import ROOT
+from tests.pretraining_runs import eval_results_from
 from tests.pretraining_runs import hparams
 from tests.pretraining_runs import losses_from
 from tests.pretraining_runs import variables
@@ -77,7 +78,7 @@ def test_tiny_preset_loss_falls_and_eval_reports(data_dir, capsys,
   assert len(losses) == 4 and np.all(np.isfinite(losses)), out
   assert losses[-1] < 0.9 * losses[0], losses
   assert "for the whole run (ELECTRA appendix E" in out
-  results = json.loads(out.strip().splitlines()[-1])
+  results = eval_results_from(out)
   expected = {
       "mlm": ("masked_lm_accuracy", "masked_lm_loss"),
       "electra": ("masked_lm_accuracy", "disc_auc", "disc_precision",

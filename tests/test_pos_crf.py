@@ -322,7 +322,7 @@ def check_pos_run(run_dir, summary, out):
   accuracy = summary["pos"]["accuracy"]["median"]
   assert accuracy > 50, out  # the majority tag (NN) is 12.8% of words
   predictions = pathlib.Path(run_dir, "models", "tiny", "finetuning",
-                             "pos_dev_predictions_trial0.txt")
+                             "pos_dev_predictions_trial1.txt")
   rows = [l.split() for l in predictions.read_text().splitlines() if l]
   assert len(rows) == sum(map(len, conll_sentences(CHUNK / "train.txt",
                                                    40)))

@@ -700,7 +700,7 @@ def test_v2_figures_are_the_official_script_on_the_written_files(
   for e in answerable:  # the crafted spans are the gold answers
     assert preds[e.qid]["best_text"] in e.answers
   results = scorer.get_results()
-  path = tmp_path / "out" / "squad_dev_predictions_trial0.json"
+  path = tmp_path / "out" / "squad_dev_predictions_trial1.json"
   scorer.write_predictions(str(path))
   written = json.loads(path.read_text())
   odds = json.loads(path.with_name(path.stem + "_null_odds.json")

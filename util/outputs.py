@@ -94,6 +94,16 @@ def give_usual_mode(path):
   os.chmod(path, (0o777 if os.path.isdir(path) else 0o666) & ~mask)
 
 
+def give_usual_modes(folder):
+  """give_usual_mode for `folder` and everything in it: some writers
+  (safetensors) make their files private too."""
+  for root, dirs, files in os.walk(folder):
+    for name in dirs + files:
+      if not os.path.islink(os.path.join(root, name)):
+        give_usual_mode(os.path.join(root, name))
+  give_usual_mode(folder)
+
+
 def write_atomic(path, write, binary=False):
   """Calls write(f) on a temporary file beside `path` (text, or bytes
   with `binary`), then renames it to `path`: a reader (or a crash) never
@@ -168,7 +178,7 @@ def write_dir(path, write, overwrite=False):
   old = None
   try:
     write(staging)
-    give_usual_mode(staging)
+    give_usual_modes(staging)
     if os.path.lexists(path):
       old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.",
                              suffix=".old", dir=parent)
