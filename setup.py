@@ -10,7 +10,7 @@ setuptools.setup(
     python_requires=">=3.11",
     packages=setuptools.find_packages(include=["model", "model.*", "pretrain",
                                                "pretrain.*", "finetune",
-                                               "finetune.*", "scoring",
+                                               "finetune.*", "inference", "scoring",
                                                "scoring.*", "interop",
                                                "interop.*", "loading",
                                                "loading.*", "comparison",
@@ -33,6 +33,8 @@ setuptools.setup(
         "scikit-learn>=1.4",
         "safetensors>=0.4",  # transformers' weight files, read as NumPy
         "matplotlib>=3.7",  # run_comparison.py's plots
+        # The inference engine (inference/; docs/performance.md).
+        "openvino>=2026.4,<2027",
     ],
     extras_require={
         "scoring": ["jiwer>=3"],  # n-best rescoring WER

@@ -153,3 +153,36 @@ def test_layer_norm_and_gelu_are_fused():
   got = openvino_engine.CompiledFunction(concrete, "float32")(
       {"ids": ids, "mask": mask})
   np.testing.assert_allclose(got, want, **FP32)
+
+
+def test_savedmodel_export_has_the_engine_model_beside_it(tmp_path):
+  """export_model.py --format savedmodel writes openvino/model.xml, whose
+  outputs are its ids signature's (fp32)."""
+  import openvino as ov
+  import tensorflow as tf
+  import export_model
+  from interop.savedmodel import IDS_SIGNATURE
+  path = random_finetuned(tmp_path / "model", "sst")
+  export_model.main(["--init-checkpoint", path, "--format", "savedmodel",
+                     "--output-dir", str(tmp_path / "out")])
+  folder = tmp_path / "out" / "sst"
+  serve = tf.saved_model.load(str(folder)).signatures[IDS_SIGNATURE]
+  rng = np.random.default_rng(0)
+  ids = rng.integers(5, 500, (4, 24)).astype(np.int32)
+  mask = (np.arange(24)[None] < np.array([[24], [17], [9], [3]])).astype(
+      np.int32)
+  feed = dict(input_ids=ids, input_mask=mask, segment_ids=mask * 0)
+  want = {k: v.numpy() for k, v in serve(**{k: tf.constant(v) for k, v in
+                                             feed.items()}).items()}
+  compiled = ov.Core().compile_model(str(folder / "openvino" / "model.xml"),
+                                     "CPU",
+                                     {"INFERENCE_PRECISION_HINT": "f32"})
+  result = compiled.create_infer_request().infer(
+      {port.get_any_name(): feed[port.get_any_name().split(":")[0]]
+       for port in compiled.inputs})
+  got = [np.asarray(v) for v in result.values()]
+  floats = [v for v in want.values() if v.dtype == np.float32]
+  assert floats
+  for value in floats:  # each float output is one of the engine's
+    assert any(g.shape == value.shape and
+               np.allclose(g, value, rtol=1e-5, atol=1e-5) for g in got)
