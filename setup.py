@@ -14,7 +14,7 @@ setuptools.setup(
     # Dependencies only: the code runs from the clone, in the original
     # release's layout (model/, util/, training/, dataset/, ... at the top,
     # found beside the scripts), so an install puts none of those generic
-    # names on anyone's path (tests/test_install.py).
+    # names on anyone's path (tests/test_first_use.py).
     packages=[],
     py_modules=[],
     install_requires=[
@@ -29,6 +29,8 @@ setuptools.setup(
         "scikit-learn>=1.4",
         "safetensors>=0.4",  # transformers' weight files, read as NumPy
         "matplotlib>=3.7",  # plots: run_comparison.py, the quickstart
+        # The inference engine (inference/; docs/performance.md).
+        "openvino>=2026.4,<2027",
     ],
     extras_require={
         "scoring": ["jiwer>=3"],  # n-best rescoring WER

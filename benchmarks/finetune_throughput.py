@@ -236,7 +236,8 @@ def build_ours(kind, precision, args, features):
     return time.perf_counter() - start
 
   return dict(train=train, evaluate=evaluate, forward=forward,
-              eval_examples=len(examples), eval_rows=n)
+              eval_examples=len(examples), eval_rows=n, runner=runner,
+              model=model, task=task)
 
 
 def hf_model_class(kind):

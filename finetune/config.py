@@ -14,6 +14,8 @@ from typing import Optional
 
 from finetune import data_layout
 from finetune import task_builder
+from inference.choices import ENGINES
+from inference.choices import PRECISIONS
 from model.config import MODEL_PRESETS
 from model.config import get_model_config
 from util import storage
@@ -62,7 +64,7 @@ RUN_SETTINGS = frozenset((
     "data_dir", "model_name", "raw_data_dir", "vocab_file", "output_dir",
     "overwrite", "log_every_steps", "eval_batch_size", "num_trials",
     "do_predict", "predict_file", "predict_output",
-    "write_distill_outputs"))
+    "write_distill_outputs", "inference_engine", "inference_precision"))
 
 
 @dataclasses.dataclass
@@ -131,6 +133,12 @@ class FinetuningConfig:
   num_train_epochs: Optional[float] = None  # default by task
   train_batch_size: int = 32
   eval_batch_size: int = 32
+  # What runs evaluation and --do-predict (inference/engine.py): auto
+  # (OpenVINO for a split of 2048+ rows, else TensorFlow), openvino or
+  # tensorflow (the reference); its precision: auto = bfloat16 where the
+  # CPU has AVX512-BF16/AMX, else float32.
+  inference_engine: str = "auto"
+  inference_precision: str = "auto"
   adam_epsilon: float = 1e-6
   adam_beta1: float = 0.9
   adam_beta2: float = 0.999
@@ -295,6 +303,9 @@ class FinetuningConfig:
     check_choice("qa_head", self.qa_head, QA_HEADS)
     check_choice("optimizer", self.optimizer, OPTIMIZERS)
     check_choice("strategy", self.strategy, STRATEGIES)
+    check_choice("inference_engine", self.inference_engine, ENGINES)
+    check_choice("inference_precision", self.inference_precision,
+                 PRECISIONS)
     squad = any(t.startswith("squad") for t in self.tasks)
     if squad and self.max_query_length >= self.max_seq_length - 3:
       raise UserError(f"max_query_length {self.max_query_length} leaves no "

@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from finetune.featurization import model_inputs
+from inference.engine import Engine
 from training.progress import Progress
 
 
@@ -20,6 +21,10 @@ class Predictor:
     self.config = config
     self.data = data
     self._eval_steps = {}  # (task, variables' shapes) -> traced eval step
+    # Or the engine (inference/engine.py): one compiled forward per model
+    # and task, its weights frozen in (so one per trial).
+    self.engine = Engine(config.inference_engine, config.inference_precision)
+    self._engine_steps = {}  # (id(model), task) -> (model, EngineFunction)
 
   def call_once(self, model, task, split):
     """Calls the model on one row of a split, so that every variable
@@ -35,21 +40,41 @@ class Predictor:
     scorer = task.get_scorer(examples, features)
     inputs = model_inputs(features)
     n = len(inputs["input_ids"])
-    step = self._eval_step(model, task.name)
-    weights = [[tf.convert_to_tensor(v) for v in variables] for variables in
-               (model.trainable_variables, model.non_trainable_variables)]
+    step = self._step(model, task.name, n)
     losses = []
     progress = Progress(f"{split} {task.name}", n, "examples", sys.stdout)
     for begin in range(0, n, config.eval_batch_size):
       batch = {k: v[begin:begin + config.eval_batch_size]
                for k, v in inputs.items()}
-      out = {k: v.numpy() for k, v in step(*weights, batch).items()}
+      out = step(batch)
       losses.append(out.pop("loss"))
       scorer.update(out)
       progress.update(min(begin + config.eval_batch_size, n))
     progress.finish(done=n, always=False)
     return scorer, (float(np.mean(np.concatenate(losses))) if losses
                     else float("nan"))
+
+  def _step(self, model, task_name, rows):
+    """fn(batch) -> {output: NumPy array, "loss": [B]}: the engine's
+    compiled forward for `rows` rows where the engine takes them, else
+    TensorFlow's traced eval step."""
+    if self.engine.runs(rows):
+      key = (id(model), task_name)
+      if key not in self._engine_steps:
+        self._engine_steps = {k: v for k, v in self._engine_steps.items()
+                              if v[0] is model}  # an earlier trial's: freed
+
+        def forward(batch):
+          loss, outputs = model(batch, task_name=task_name, training=False)
+          return dict(outputs, loss=loss)
+
+        self._engine_steps[key] = (model, self.engine.wrap(forward))
+      return self._engine_steps[key][1]
+    step = self._eval_step(model, task_name)
+    weights = [[tf.convert_to_tensor(v) for v in variables] for variables in
+               (model.trainable_variables, model.non_trainable_variables)]
+    return lambda batch: {k: v.numpy() for k, v in
+                          step(*weights, batch).items()}
 
   def _eval_step(self, model, task_name):
     """The traced eval step for a task and this model's shape, made once

@@ -10,6 +10,7 @@ import tempfile
 
 from finetune.model import head_weights
 from finetune.model import load_finetuned
+from inference import export as engine_export
 from interop import hf
 from interop import keras_archive
 from interop import keras_hub
@@ -66,6 +67,7 @@ def export_savedmodel(model, pretrain_config, tokenizer, vocab_file, staging,
                       config):
   savedmodel.export_savedmodel(model, pretrain_config, tokenizer, vocab_file,
                                staging, config.max_seq_length or None)
+  engine_export.write_beside(staging)  # openvino/model.xml
 
 
 def export_keras(model, pretrain_config, tokenizer, vocab_file, staging,
@@ -149,6 +151,7 @@ def export_finetuned(config, progress):
             dict(task=task.name, **info, source=finetuned.path,
                  trial=finetuned.info.get("trial"),
                  results=finetuned.info.get("results")))
+        engine_export.write_beside(folder)  # openvino/model.xml
       print(f"wrote {os.path.join(out, task.name)} ({architecture})",
             flush=True)
   progress.finish(f"wrote {config.format} export {out}: "

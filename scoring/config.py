@@ -5,6 +5,8 @@ and `--field-name` flags (util/config.py). TF-free, so bad flags fail fast.
 import dataclasses
 import os
 
+from inference.choices import ENGINES
+from inference.choices import PRECISIONS
 from pretrain import load_objectives
 from util import storage
 from util.config import check_choice
@@ -55,6 +57,11 @@ class ScoringConfig:
   batch_size: int = 128  # rows per model call (sentences or masked copies)
   max_seq_length: int = 0  # 0 = the run's; longer text is truncated
   top_k: int = 100  # electra: generator candidates per token (appendix G)
+  # What runs the model (inference/engine.py): auto (OpenVINO for 2048+
+  # model rows, else TensorFlow), openvino or tensorflow (the reference);
+  # precision auto = bfloat16 where the CPU has AVX512-BF16/AMX.
+  inference_engine: str = "auto"
+  inference_precision: str = "auto"
 
   # mode=sentences: one sentence a line; "" or "-" = stdin.
   input_file: str = ""
@@ -96,6 +103,9 @@ class ScoringConfig:
     require_model_path(self)
     check_choice("mode", self.mode, MODES)
     check_choice("format", self.format, FORMATS)
+    check_choice("inference_engine", self.inference_engine, ENGINES)
+    check_choice("inference_precision", self.inference_precision,
+                 PRECISIONS)
     if self.method:
       check_choice("method", self.method, methods(),
                    note=" (or empty for the objective's own)")

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 from scipy.special import logsumexp
 
+from inference.engine import Engine
 from loading.scoring import load_run
 from scoring import estimators
 from scoring.config import TOKEN_BY_TOKEN_METHODS
@@ -95,7 +96,9 @@ class Scorer:
                method="",
                batch_size=128,
                max_seq_length=0,
-               top_k=100):
+               top_k=100,
+               inference_engine="auto",
+               inference_precision="auto"):
     self.model = model
     self.pretrain_config = pretrain_config
     self.tokenizer = tokenizer
@@ -119,6 +122,10 @@ class Scorer:
     self.log_a = (model.appendix_g_log_a() if self.method == "electra"
                   else None)
     self._steps = self._make_steps()
+    # The engine's steps (inference/engine.py), compiled on first use.
+    self.engine = Engine(inference_engine, inference_precision)
+    self._engine_steps = {}
+    self._on_engine = False  # this score() call's choice
     self.last_stats = {}
     self._progress = None  # a Progress while score() reports to a log
     self._planned = 0  # sentences in that score() call
@@ -141,10 +148,10 @@ class Scorer:
     tokens = self.tokenizer.tokenize_batch(sentences) if sentences else []
     limit = self.max_seq_length - 2
     out, rows = [], 0
+    planned = self.passes([min(len(t), limit) for t in tokens])
+    self._on_engine = self.engine.runs(planned)
     if log is not None:
-      self._progress = Progress(
-          "scoring", self.passes([min(len(t), limit) for t in tokens]),
-          "passes", log)
+      self._progress = Progress("scoring", planned, "passes", log)
       self._planned = len(sentences)
     try:
       for begin in range(0, len(sentences), CHUNK):
@@ -235,7 +242,7 @@ class Scorer:
     sent = np.nonzero(lengths > 2)[0]
     plls = [np.zeros(len(t)) for t in chunk]
     for idx, batch in self._batches(packed, lengths, sent):
-      out = self._steps["one_pass"](batch).numpy()
+      out = self._step("one_pass")(batch)
       for row, s in enumerate(sent[idx]):
         plls[s] = out[row, :lengths[s] - 2].astype(np.float64)
     return plls, len(sent)
@@ -247,7 +254,7 @@ class Scorer:
     mask_id = self.tokenizer.special_ids["mask"]
     for idx, batch in self._batches(packed, lengths, sent, pos,
                                     np.full(len(sent), mask_id)):
-      values[idx] = self._steps["mlm"](batch).numpy()[:, 0]
+      values[idx] = self._step("mlm")(batch)[:, 0]
     return _per_sentence(chunk, sent, pos, values), len(sent)
 
   def _electra(self, chunk):
@@ -260,13 +267,12 @@ class Scorer:
     mask_id = self.tokenizer.special_ids["mask"]
     for idx, batch in self._batches(packed, lengths, sent, pos,
                                     np.full(len(sent), mask_id)):
-      ids, lp, ok = self._steps["candidates"](batch)
-      cand[idx], log_pg[idx], valid[idx] = ids.numpy(), lp.numpy(), ok.numpy()
+      cand[idx], log_pg[idx], valid[idx] = self._step("candidates")(batch)
     item, slot = np.nonzero(valid)
     logits = np.zeros((len(sent), width), np.float32)
     for idx, batch in self._batches(packed, lengths, sent[item], pos[item],
                                     cand[item, slot]):
-      logits[item[idx], slot[idx]] = self._steps["disc"](batch).numpy()[:, 0]
+      logits[item[idx], slot[idx]] = self._step("disc")(batch)[:, 0]
     targets = packed[sent, pos]
     original = np.argmax((cand == targets[:, None]) & (valid > 0), axis=1)
     values = appendix_g_log_p(log_pg, logits, valid, original, self.log_a)
@@ -312,6 +318,17 @@ class Scorer:
       yield idx, {k: tf.constant(v) for k, v in batch.items()}
       if self._progress is not None:  # the consumer is done with it
         self._tick(len(idx))
+
+  def _step(self, name):
+    """fn(batch) -> NumPy outputs of step `name`: TensorFlow's traced
+    step, or the engine's compilation of the same function."""
+    if not self._on_engine:
+      return lambda batch: tf.nest.map_structure(
+          np.asarray, self._steps[name](batch))
+    if name not in self._engine_steps:
+      self._engine_steps[name] = self.engine.wrap(
+          self._steps[name].python_function, dynamic="all")
+    return self._engine_steps[name]
 
   def _make_steps(self):
     model, k = self.model, self.top_k

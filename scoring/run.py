@@ -109,7 +109,9 @@ def score(config, inputs):
   scorer = Scorer.from_run(
       config.model_path, config.vocab_file, config.data_dir,
       method=config.method, batch_size=config.batch_size,
-      max_seq_length=config.max_seq_length, top_k=config.top_k)
+      max_seq_length=config.max_seq_length, top_k=config.top_k,
+      inference_engine=config.inference_engine,
+      inference_precision=config.inference_precision)
   log = sys.stderr if config.mode == "sentences" else sys.stdout
   # The first line says what this will cost, and what is faster.
   print(

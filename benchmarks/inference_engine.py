@@ -1,0 +1,264 @@
+"""The inference engine beside our TensorFlow path and transformers, in one
+process: GLUE dev forward, SQuAD dev forward, the runner's evaluation end
+to end, n-pass MLM PLL. OpenVINO (the engine) and ONNX Runtime (the
+candidate it was chosen over; measured only here, where it is installed:
+pip install onnxruntime tf2onnx) side by side.
+
+  python benchmarks/inference_engine.py [--size small] [--batch-size 32]
+      [--eval-examples 128] [--squad-eval-examples 16] [--loops 2]
+      [--sentences 40] [--precision auto] [--json out.json]
+
+  quick check:  --size tiny --eval-examples 32 --squad-eval-examples 4
+                --seq-len 64 --squad-seq-len 128 --sentences 10 --loops 1
+
+Sides (benchmarks/finetune_throughput.py builds ours and transformers' the
+same way, from one random checkpoint; scoring_speed.py the PLL sides):
+  tensorflow  our forward as the runner traces it (float32 and the
+              mixed_bfloat16 policy; the faster counts)
+  openvino    the same tf.function, converted (inference/engine.py) at
+              --precision (auto = bfloat16 on AVX512-BF16/AMX)
+  onnxruntime the same frozen graph through tf2onnx, CPU provider (fp32:
+              it has no bf16 matmuls on CPU)
+  hf          transformers on PyTorch, its best of fp32 / bf16 autocast
+Forward figures are the best of --loops (sides alternate loop by loop); the
+evaluation end to end is one first predict() per engine, compile included,
+as a run's first dev evaluation.
+"""
+
+import contextlib
+import os
+import sys
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as finetune_throughput
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+
+from benchmarks import finetune_throughput as ft  # noqa: E402
+from benchmarks import scoring_speed  # noqa: E402
+from benchmarks import scratch  # noqa: E402
+from benchmarks import write_json  # noqa: E402
+from util.machine import cpu_kind  # noqa: E402
+
+tf = ft.tf
+
+
+def parse_args(argv=None):
+  args = ft.parse_args([])  # finetune_throughput's settings, then ours
+  import argparse
+  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  p.add_argument("--size", default="small")
+  p.add_argument("--batch-size", type=int, default=32)
+  p.add_argument("--seq-len", type=int, default=128)
+  p.add_argument("--squad-seq-len", type=int, default=384)
+  p.add_argument("--eval-examples", type=int, default=128)
+  p.add_argument("--squad-eval-examples", type=int, default=16)
+  p.add_argument("--loops", type=int, default=2)
+  p.add_argument("--sentences", type=int, default=40)
+  p.add_argument("--precision", default="auto")
+  p.add_argument("--engines", default="tensorflow,openvino,onnxruntime,hf")
+  p.add_argument("--json", default="")
+  for k, v in vars(p.parse_args(argv)).items():
+    setattr(args, k, v)
+  return args
+
+
+def frozen_onnx(concrete):
+  """An onnxruntime session of the concrete function's frozen graph, its
+  Erfc (no ONNX op) rewritten as 1 - Erf."""
+  import onnxruntime
+  import tf2onnx
+  from inference.openvino_engine import frozen_graph
+  graph_def, inputs, outputs = frozen_graph(concrete)
+  for node in list(graph_def.node):
+    if node.op == "Erfc":
+      erf = graph_def.node.add()
+      erf.CopyFrom(node)
+      erf.name, erf.op = node.name + "/erf", "Erf"
+      one = graph_def.node.add()
+      one.name, one.op = node.name + "/one", "Const"
+      one.attr["dtype"].type = node.attr["T"].type
+      one.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(
+          np.float32(1.0)))
+      node.op = "Sub"
+      del node.input[:]
+      node.input.extend([one.name, erf.name])
+  proto, _ = tf2onnx.convert.from_graph_def(
+      graph_def, input_names=[n + ":0" for n in inputs],
+      output_names=outputs, opset=17)
+  session = onnxruntime.InferenceSession(proto.SerializeToString(),
+                                         providers=["CPUExecutionProvider"])
+  names = [i.name for i in session.get_inputs()]
+  return lambda batch: session.run(None, {n: np.asarray(batch[n.split(":")[0]])
+                                          for n in names})
+
+
+def forward_sides(kind, args):
+  """{side: fn() -> seconds of the dev rows' forward passes}."""
+  from finetune.featurization import model_inputs
+  from inference.engine import Engine
+  sides, rows = {}, None
+  for precision in ("float32", "bfloat16"):
+    ours = ft.build_ours(kind, precision, args, args.features[kind])
+    rows = rows or ours["eval_rows"]
+    if "tensorflow" in args.engine_list:
+      sides[f"tensorflow {precision}"] = ours["forward"]
+    if precision == "float32":  # the engines convert the fp32 graph
+      runner_model = ours["model"]
+      task = ours["task"]
+  examples, features = args.dev[kind]
+  inputs = model_inputs(features)
+  n, b = len(inputs["input_ids"]), args.batch_size
+  batches = [{k: v[i:i + b] for k, v in inputs.items()}
+             for i in range(0, n, b)]
+
+  def forward(batch):
+    loss, outputs = runner_model(batch, task_name=task.name, training=False)
+    return dict(outputs, loss=loss)
+
+  def timed(fn):
+    def run():
+      start = time.perf_counter()
+      for batch in batches:
+        fn(batch)
+      return time.perf_counter() - start
+    return run
+
+  if "openvino" in args.engine_list:
+    engine = Engine("openvino", args.precision)
+    fn = engine.wrap(forward)
+    sides[f"openvino {engine.precision}"] = timed(fn)
+  if "onnxruntime" in args.engine_list:
+    try:
+      specs = {k: tf.TensorSpec((None,) + v.shape[1:], v.dtype, name=k)
+               for k, v in inputs.items()}
+      # Without the argmax: Keras' (its signbit) is a Bitcast, which ONNX
+      # has no op for; the probabilities are all a GLUE scorer needs.
+      concrete = tf.function(lambda batch: {
+          k: v for k, v in forward(batch).items() if k != "predictions"}
+                             ).get_concrete_function(specs)
+      sides["onnxruntime float32"] = timed(frozen_onnx(concrete))
+    except Exception as e:  # not installed, or a conversion failure
+      print(f"  onnxruntime: {type(e).__name__}: {str(e)[:200]}", flush=True)
+  if "hf" in args.engine_list:
+    for precision in ("float32", "bfloat16"):
+      hf = ft.build_hf(kind, precision, args, args.features[kind], features,
+                       len(examples))
+      sides[f"hf {precision}"] = hf["forward"]
+  return sides, len(examples)
+
+
+def best_of(sides, loops):
+  """{side: best seconds}: warm-up, then loops alternating the sides."""
+  times = {name: [] for name in sides}
+  for fn in sides.values():
+    fn()  # traces, converts, compiles
+  for _ in range(loops):
+    for name, fn in sides.items():
+      times[name].append(fn())
+      ft.release_memory()
+  return {name: min(t) for name, t in times.items()}
+
+
+def evaluation_end_to_end(args):
+  """{engine: seconds} of a run's first dev evaluation (GLUE): a fresh
+  Predictor's predict, its trace or its conversion and compile included."""
+  from finetune.prediction import Predictor
+  from inference.engine import Engine
+  out = {}
+  ours = ft.build_ours("glue", "float32", args, args.features["glue"])
+  runner, model, task = ours["runner"], ours["model"], ours["task"]
+  for engine in ("tensorflow", "openvino"):
+    if engine not in args.engine_list:
+      continue
+    predictor = Predictor(runner.config, runner.data)
+    predictor.engine = Engine(engine, args.precision)
+    with contextlib.redirect_stdout(open(os.devnull, "w")):
+      start = time.perf_counter()
+      predictor.predict(model, task, "dev")
+      out[f"{engine} {predictor.engine.describe(1)}"] = (
+          time.perf_counter() - start)
+  return out
+
+
+def pll_sides(args):
+  """{side: seconds} of n-pass MLM PLL of --sentences sentences."""
+  from util.tokenization import load_tokenizer
+  sargs = scoring_speed.parse_args(["--sentences", str(args.sentences),
+                                    "--model-size", args.size,
+                                    "--repeats", str(args.loops)])
+  tokenizer = load_tokenizer(sargs.vocab_file)
+  sentences, _ = scoring_speed.load_sentences(sargs)
+  out = {}
+  for engine in ("tensorflow", "openvino"):
+    if engine in args.engine_list:
+      scorer = scoring_speed.build_scorer("mlm", sargs, tokenizer)
+      scorer.engine = type(scorer.engine)(engine, args.precision)
+      scorer.score(sentences)  # traces or compiles
+      seconds = []
+      for _ in range(args.loops):
+        scorer.score(sentences)
+        seconds.append(scorer.last_stats["seconds"])
+      out[f"{engine} {scorer.engine.describe(1)}"] = min(seconds)
+  if "hf" in args.engine_list:
+    out["hf float32"] = scoring_speed.time_hf("hf_mlm_at_mask", sargs,
+                                              sentences)["seconds"]
+  return out, len(sentences)
+
+
+def report(name, seconds, count, unit, machine):
+  """Prints each side's rate, ours (engine) vs transformers' best and vs
+  our TensorFlow path."""
+  rates = {side: count / s for side, s in seconds.items()}
+  print(f"\n{name}: {count} {unit}  [{machine}]")
+  for side, rate in rates.items():
+    print(f"  {side:<24} {rate:10.2f} {unit}/s")
+
+  def best(prefix):
+    found = {s: r for s, r in rates.items() if s.startswith(prefix)}
+    return max(found.items(), key=lambda x: x[1]) if found else (None, None)
+  engine, rate = best("openvino")
+  for peer in ("hf", "tensorflow", "onnxruntime"):
+    side, peer_rate = best(peer)
+    if engine and side:
+      print(f"  {engine} / {side}: {rate / peer_rate:.2f}x  [{machine}]")
+  return dict(seconds=seconds, rates=rates, count=count, unit=unit)
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  args.engine_list = [e.strip() for e in args.engines.split(",")]
+  machine = cpu_kind()
+  print(f"{machine}; {args.size} preset, batch {args.batch_size}; "
+        f"engine precision {args.precision}", flush=True)
+  result = dict(machine=machine, settings={k: v for k, v in vars(args).items()
+                                           if isinstance(v, (int, str))})
+  with scratch("inference_engine_") as work_dir:
+    ft.prepare(args, work_dir)
+    args.features, args.dev = {}, {}
+    for kind in ("glue", "squad"):
+      runner = ft.make_runner(kind, "float32", args)
+      args.features[kind] = ft.train_features(runner, args)
+      args.dev[kind] = runner.data.examples_and_features(runner.tasks[0],
+                                                         "dev")
+    for kind in ("glue", "squad"):
+      sides, count = forward_sides(kind, args)
+      result[f"{kind}_forward"] = report(
+          f"{kind} dev forward", best_of(sides, args.loops), count,
+          "examples", machine)
+    result["evaluation"] = report(
+        "the runner's first GLUE dev evaluation, end to end",
+        evaluation_end_to_end(args), args.eval_examples, "examples", machine)
+  seconds, count = pll_sides(args)
+  result["mlm_pll"] = report("n-pass MLM PLL", seconds, count, "sentences",
+                             machine)
+  write_json(args.json, result)
+  return result
+
+
+if __name__ == "__main__":
+  main()

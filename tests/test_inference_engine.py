@@ -1,0 +1,188 @@
+"""The inference engine (OpenVINO) against the TensorFlow path, its
+reference: fine-tuning's predictions (every GLUE dev example of the test
+model, the SQuAD test questions), every PLL estimator, the fused graph."""
+
+import os
+
+import numpy as np
+import pytest
+
+from inference.engine import Engine
+from scoring.pll import Scorer
+from tests.finetuned_models import random_finetuned
+from tests.shared_data import SHARED
+from tests.tiny_runs import SENTENCES
+
+FP32 = dict(rtol=1e-5, atol=1e-5)
+# bfloat16 matmuls (8-bit mantissa) on O(1) random weights: probabilities
+# within 0.05 (measured up to ~0.02); per-token PLLs (log-probabilities
+# and energies, |value| up to ~5 nats) within 0.2 nats (measured up to
+# ~0.06 on the tiny runs).
+BF16 = dict(rtol=0.0, atol=0.05)
+BF16_PLL = dict(rtol=0.0, atol=0.2)
+# Appendix G (electra) normalises over the generator's top k, whose order
+# bf16 can change: 0.5 nats per token (measured up to 0.25).
+BF16_APPENDIX_G = dict(rtol=0.0, atol=0.5)
+
+
+def predict(path, task_names, predict_file, tmp_path, engines, **values):
+  """{(engine, precision): (scorer, loss)} of the fine-tuned model at `path`
+  on `predict_file`, through FinetuningRunner's Predictor."""
+  from configure_finetuning import FinetuningConfig
+  from finetune.model import finetuned_model
+  from finetune.trainer import FinetuningRunner
+  config = FinetuningConfig(init_checkpoint=path, task_names=task_names,
+                            do_predict=True, predict_file=predict_file,
+                            output_dir=str(tmp_path / "out"),
+                            eval_batch_size=64, **values)
+  runner = FinetuningRunner(config)
+  task = runner.tasks[0]
+  examples, labelled = task.read_file(predict_file)
+  runner.data.add(task.name, "predict", examples,
+                  task.featurize(examples, is_training=False))
+  model = finetuned_model(runner.finetuned, runner.tasks)
+  runner.predictor.call_once(model, task, "predict")
+  out = {}
+  for engine, precision in engines:
+    runner.predictor.engine = Engine(engine, precision)
+    out[engine, precision] = runner.predictor.predict(model, task, "predict")
+  return out, len(examples)
+
+
+def test_glue_dev_labels_identical_on_every_example(tmp_path):
+  path = random_finetuned(tmp_path / "model", "sst")
+  dev = os.path.join(SHARED, "glue", "SST-2", "dev.tsv")
+  got, n = predict(path, "sst", dev, tmp_path, [
+      ("tensorflow", "float32"), ("openvino", "float32"),
+      ("openvino", "bfloat16")])
+  ref, ref_loss = got["tensorflow", "float32"]
+  want = ref.collected()["probabilities"]
+  assert len(want) == n == 872
+  labels = np.argmax(want, -1)
+  assert 0 < labels.mean() < 1  # both labels predicted: a real check
+  for (engine, precision), (scorer, loss) in got.items():
+    probabilities = scorer.collected()["probabilities"]
+    np.testing.assert_allclose(probabilities, want,
+                               **(BF16 if precision == "bfloat16" else FP32))
+    assert loss == pytest.approx(ref_loss, rel=1e-5 if precision ==
+                                 "float32" else 2e-2)
+    np.testing.assert_array_equal(np.argmax(probabilities, -1), labels,
+                                  err_msg=f"{engine} {precision}")
+    if engine == "openvino":
+      assert scorer.get_results() == ref.get_results()
+
+
+def test_squad_answers_identical(tmp_path):
+  from tests.finetuning_data import squad_slice
+  squad_slice(os.path.join(SHARED, "squad", "dev-v1.1.json"),
+              str(tmp_path / "squad"), questions_dev=40)
+  path = random_finetuned(tmp_path / "model", "squadv1",
+                          max_query_length=8)
+  got, n = predict(path, "squadv1", str(tmp_path / "squad" / "dev.json"),
+                   tmp_path, [("tensorflow", "float32"),
+                              ("openvino", "float32")])
+  files = {}
+  for key, (scorer, _) in got.items():
+    files[key] = str(tmp_path / f"{key[0]}.json")
+    scorer.write_predictions(files[key])
+  texts = {k: open(f).read() for k, f in files.items()}
+  assert n >= 40 and len(set(texts.values())) == 1, texts
+
+
+@pytest.mark.parametrize("name,method", [
+    ("electric", "electric"), ("script", "script"), ("mlm", "mlm"),
+    ("electra", "electra")])
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_pll_within_tolerance(runs, name, method, precision):
+  data_dir, _ = runs
+  path = os.path.join(data_dir, "models", name)
+  sentences = [s for s in SENTENCES if s]
+  want = Scorer.from_run(path, method=method, batch_size=3, top_k=3,
+                         inference_engine="tensorflow").score(sentences)
+  scorer = Scorer.from_run(path, method=method, batch_size=3, top_k=3,
+                           inference_engine="openvino",
+                           inference_precision=precision)
+  got = scorer.score(sentences)
+  assert scorer._engine_steps  # pylint: disable=protected-access
+  tol = FP32 if precision == "float32" else (
+      BF16_APPENDIX_G if method == "electra" else BF16_PLL)
+  for g, w in zip(got, want):
+    assert g.token_ids == w.token_ids
+    np.testing.assert_allclose(g.token_plls, w.token_plls, **tol)
+  print(f"{name} {precision}: max |engine - TensorFlow| per token "
+        f"{max(np.abs(g.token_plls - w.token_plls).max() for g, w in zip(got, want)):.2e}")
+
+
+def test_auto_runs_small_workloads_on_tensorflow():
+  from inference.choices import AUTO_MIN_ROWS
+  auto = Engine("auto", "float32")
+  assert not auto.runs(AUTO_MIN_ROWS - 1) and auto.runs(AUTO_MIN_ROWS)
+  assert not Engine("tensorflow").runs(10 ** 9)
+  assert Engine("openvino").runs(1)
+
+
+def test_layer_norm_and_gelu_are_fused():
+  """Our encoder's LayerNorms and GELUs become OpenVINO's MVN and Gelu
+  (fusions.py); a pattern that stops matching would leave none."""
+  import collections
+  import tensorflow as tf
+  from inference import openvino_engine
+  from model import Encoder
+  from model.config import TransformerConfig
+  from tests.tiny_runs import MICRO
+  config = TransformerConfig(vocab_size=40, **dict(MICRO,
+                                                   num_hidden_layers=2))
+  encoder = Encoder(config)
+  ids = np.random.default_rng(0).integers(5, 40, (3, 9)).astype(np.int32)
+  mask = np.ones_like(ids)
+  mask[1, 5:] = 0
+  want = np.asarray(encoder(ids, mask, ids * 0))
+
+  def forward(batch):
+    return encoder(batch["ids"], batch["mask"], batch["ids"] * 0)
+
+  concrete = tf.function(forward).get_concrete_function(
+      {k: tf.TensorSpec([None, None], tf.int32, name=k)
+       for k in ("ids", "mask")})
+  graph_def, _, _ = openvino_engine.frozen_graph(concrete)
+  ops = collections.Counter(
+      op.get_type_name()
+      for op in openvino_engine.read_model(graph_def).get_ops())
+  assert ops["MVN"] == 1 + 2 * 2 and ops["Gelu"] == 2
+  assert ops["Erf"] == 0 and ops["ReduceMean"] == 0
+  got = openvino_engine.CompiledFunction(concrete, "float32")(
+      {"ids": ids, "mask": mask})
+  np.testing.assert_allclose(got, want, **FP32)
+
+
+def test_savedmodel_export_has_the_engine_model_beside_it(tmp_path):
+  """export_model.py --format savedmodel writes openvino/model.xml, whose
+  outputs are its ids signature's (fp32)."""
+  import openvino as ov
+  import tensorflow as tf
+  import export_model
+  from interop.savedmodel import IDS_SIGNATURE
+  path = random_finetuned(tmp_path / "model", "sst")
+  export_model.main(["--init-checkpoint", path, "--format", "savedmodel",
+                     "--output-dir", str(tmp_path / "out")])
+  folder = tmp_path / "out" / "sst"
+  serve = tf.saved_model.load(str(folder)).signatures[IDS_SIGNATURE]
+  rng = np.random.default_rng(0)
+  ids = rng.integers(5, 500, (4, 24)).astype(np.int32)
+  mask = (np.arange(24)[None] < np.array([[24], [17], [9], [3]])).astype(
+      np.int32)
+  feed = dict(input_ids=ids, input_mask=mask, segment_ids=mask * 0)
+  want = {k: v.numpy() for k, v in serve(**{k: tf.constant(v) for k, v in
+                                             feed.items()}).items()}
+  compiled = ov.Core().compile_model(str(folder / "openvino" / "model.xml"),
+                                     "CPU",
+                                     {"INFERENCE_PRECISION_HINT": "f32"})
+  result = compiled.create_infer_request().infer(
+      {port.get_any_name(): feed[port.get_any_name().split(":")[0]]
+       for port in compiled.inputs})
+  got = [np.asarray(v) for v in result.values()]
+  floats = [v for v in want.values() if v.dtype == np.float32]
+  assert floats
+  for value in floats:  # each float output is one of the engine's
+    assert any(g.shape == value.shape and
+               np.allclose(g, value, rtol=1e-5, atol=1e-5) for g in got)
