@@ -199,10 +199,16 @@ def test_mirrored_strategy_matches_one_device(pretrained, tmp_path):
   log2, two, two_model = run("mirrored")
   assert "batch 16 over 2 replicas" in log2 and "replicas" not in log1
   # (The printed losses are not compared: lines also come by the clock.)
-  for task, metric in (("rte", "accuracy"), ("rte", "loss"),
-                       ("sts", "pearson"), ("sts", "loss")):
+  # STS-B's Pearson is of predictions that barely vary after these few
+  # steps: weights equal to 1e-8 (checked below) move it by ~1e-2 (x100).
+  for task, metric, tolerance in (("rte", "accuracy", 1e-4),
+                                  ("rte", "loss", 1e-4),
+                                  ("sts", "pearson", 5e-2),
+                                  ("sts", "loss", 1e-4)):
     assert two[task][metric]["values"] == pytest.approx(
-        one[task][metric]["values"], rel=1e-4, abs=1e-4), (task, metric)
+        one[task][metric]["values"], rel=1e-4, abs=tolerance), (
+            task, metric, two[task][metric]["values"],
+            one[task][metric]["values"])
   (enc1, heads1), (enc2, heads2) = one_model.weights(), two_model.weights()
   moved = 0
   for name in enc1:

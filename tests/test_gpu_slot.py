@@ -285,8 +285,10 @@ def test_collect_joins_slots_a_later_trial_replacing_an_earlier(
   assert collect_gpu_slot.main([target, "--output-dir", target]) == 0
   with open(os.path.join(target, "results.json")) as f:
     assert json.load(f) == results
-  # Two records that pretrained the same run cannot be told apart.
-  (second / "slot.json").write_text(json.dumps(result))
+  # Two records that pretrained the same run cannot be told apart (the
+  # second written otherwise, so it is not a byte copy, which is refused
+  # earlier: tests/test_slot_records.py).
+  (second / "slot.json").write_text(json.dumps(result, indent=1))
   with pytest.raises(SystemExit) as failed:
     collect_gpu_slot.main([str(first), str(second), "--output-dir", target,
                            "--finetune-data", arrays])
