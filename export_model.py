@@ -32,7 +32,8 @@ run_finetuning.py) exports one folder per task head, OUT/<task>/:
               (or score); SQuAD: serve_text (question, context) -> answer,
               windowed and decoded in the graph as fine-tuning does
 
-Each format's export is interop/export.py's (EXPORTERS).
+Each format's export is interop/export.py's (EXPORTERS); loading/export.py
+loads the run and calls it.
 """
 
 import sys
@@ -58,7 +59,7 @@ def main(argv=None):
   progress = Progress("export", 2, "steps", sys.stdout)
   # TensorFlow only after the flags are checked: a bad flag fails at once.
   import_tensorflow(with_text=True)
-  from interop import export  # each format's export (imports TensorFlow)
+  from loading import export  # loads the run, then exports (TensorFlow)
   return export.export(config, progress)
 
 

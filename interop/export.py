@@ -1,24 +1,20 @@
-"""What export_model.py does, one function per format (EXPORTERS), and a
-fine-tuned model's heads. Every export is written to a hidden staging
-folder and moved into place whole. Imports Keras and TensorFlow: the script
-imports this only after its flags are checked."""
+"""Each format's export of a loaded model, one function per format
+(EXPORTERS), and the hidden staging folder every export is written to and
+moved into place whole. Loading the run is loading/export.py's (the layer
+above). Imports Keras and TensorFlow: the script imports this only after
+its flags are checked."""
 
 import contextlib
 import os
 import shutil
 import tempfile
 
-from finetune.model import head_weights
-from finetune.model import load_finetuned
 from inference import export as engine_export
 from interop import hf
 from interop import keras_archive
 from interop import keras_hub
 from interop import savedmodel
 from interop.weights import export_weights
-from loading import finetuned as finetuned_files
-from loading import runs
-from loading.sources import find_pretrained
 from util import outputs
 from util.errors import UserError
 
@@ -81,82 +77,6 @@ def export_keras(model, pretrain_config, tokenizer, vocab_file, staging,
 # staging folder, ExportConfig); interop/config.py's FORMATS name these.
 EXPORTERS = {"hf": export_hf, "savedmodel": export_savedmodel,
              "keras": export_keras, "keras_hub": export_keras_hub}
-
-
-def export(config, progress):
-  """export_model.py's work: the model at config.model_path, pretrained or
-  fine-tuned, exported as config.format into config.output_dir."""
-  if finetuned_files.is_finetuned(config.model_path):
-    return export_finetuned(config, progress)
-  if config.task_names:
-    raise UserError("--task-names applies to a fine-tuned model only")
-  pretrained = find_pretrained(config.model_path)
-  pretrain_config = pretrained.config
-  vocab_file = runs.vocab_path_for(pretrain_config, config.vocab_file,
-                                   config.data_dir)
-  tokenizer = runs.load_tokenizer_for(pretrain_config, config.vocab_file,
-                                      config.data_dir)
-  model = runs.restore_model(pretrained,
-                             special_ids=tokenizer.special_ids.values())
-  progress.report(1, f"loaded the model from {config.model_path}")
-  out = config.output_dir
-  with staging_dir(out) as staging:
-    EXPORTERS[config.format](model, pretrain_config, tokenizer, vocab_file,
-                             staging, config)
-  progress.finish(f"wrote {config.format} export {out}: "
-                  f"{', '.join(sorted(os.listdir(out)))}", done=2)
-  return out
-
-
-def export_finetuned(config, progress):
-  """OUT/<task>/ for each head of a fine-tuned model (export_model.py's
-  docstring); every head is checked before anything is written."""
-  if config.format not in ("hf", "savedmodel"):
-    raise UserError(f"a fine-tuned model exports as hf or savedmodel, not "
-                    f"{config.format}")
-  finetuned, ft_config, tokenizer, tasks, model = load_finetuned(
-      config.model_path, config.task_names)
-  progress.report(1, f"loaded the fine-tuned model from {config.model_path} "
-                  f"({', '.join(t.name for t in tasks)})")
-  encoder, _ = finetuned.weights()
-  model_config = finetuned.model_config
-  plans = {}
-  for task in tasks:
-    info = finetuned.tasks[task.name]
-    if config.format == "hf":
-      plans[task.name] = hf.finetuned_head(
-          task.name, info["head"], head_weights(model.heads[task.name]),
-          model_config.hidden_size, info.get("labels"))
-    else:
-      savedmodel.check_finetuned_kind(task.name, info["head"])
-  out = config.output_dir
-  with staging_dir(out) as staging:
-    for task in tasks:
-      info, folder = finetuned.tasks[task.name], os.path.join(staging,
-                                                             task.name)
-      if config.format == "hf":
-        architecture, extra, head = plans[task.name]
-        hf.save(folder, "discriminator", dict(encoder, **head), model_config,
-                finetuned.vocab_file, finetuned.pretrain_config.do_lower_case,
-                pad_id=tokenizer.special_ids.get("pad", 0),
-                architecture_name=architecture, extra_config=extra)
-      else:
-        architecture = "SavedModel: serve_text -> " + {
-            "regression": "score", "classification": "label"}.get(
-                info["head"], "answer")
-        savedmodel.export_finetuned_savedmodel(
-            model.encoder, model.heads[task.name], task, info,
-            tokenizer, finetuned.vocab_file, folder,
-            config.max_seq_length or ft_config.max_seq_length,
-            dict(task=task.name, **info, source=finetuned.path,
-                 trial=finetuned.info.get("trial"),
-                 results=finetuned.info.get("results")))
-        engine_export.write_beside(folder)  # openvino/model.xml
-      print(f"wrote {os.path.join(out, task.name)} ({architecture})",
-            flush=True)
-  progress.finish(f"wrote {config.format} export {out}: "
-                  f"{', '.join(sorted(os.listdir(out)))}", done=2)
-  return out
 
 
 @contextlib.contextmanager

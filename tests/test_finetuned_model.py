@@ -33,7 +33,7 @@ from finetune.model import load_finetuned
 from finetune.multiple_choice.choice_tasks import ChoiceExample
 from finetune.tagging.tagging_tasks import TaggingExample
 from finetune.trainer import FinetuningRunner
-from interop import export
+from loading import export
 from interop.config import load_config
 from interop.weights import encoder_slots
 from loading import finetuned as finetuned_files

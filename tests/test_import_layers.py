@@ -1,5 +1,6 @@
-"""Product code depends on nothing in benchmarks/ or tests/ (issue 52):
-an import of either from a package or a top-level script is listed."""
+"""Imports follow the layers (issue 52): product code depends on nothing
+in benchmarks/ or tests/, and interop/ on nothing in loading/ above it.
+A failure lists each offending file and import."""
 
 import ast
 import os
@@ -35,4 +36,14 @@ def test_product_code_imports_no_benchmark_or_test():
   found = [f"{path}: {module}" for path in product_files()
            for module in imported_modules(path)
            if module.split(".")[0] in FORBIDDEN]
+  assert not found, found
+
+
+def test_interop_imports_nothing_from_loading():
+  """loading/ is the layer above interop/ (the README's layout): it finds
+  and restores runs, then hands them to interop's exporters."""
+  found = [f"{path}: {module}" for path in product_files()
+           if path.startswith("interop" + os.sep)
+           for module in imported_modules(path)
+           if module.split(".")[0] == "loading"]
   assert not found, found

@@ -18,7 +18,7 @@ import pytest
 
 import export_model
 import run_finetuning
-from interop import export
+from loading import export
 from interop.config import load_config
 from tests.finetuned_models import random_finetuned
 from tests.script_checks import WITHOUT_OUR_CODE
