@@ -14,7 +14,6 @@ default) and D/finetuning_data/<task>/ the task's files. Writes
 {"task", "seed", "train_steps", "results": the scorer's, "losses"}.
 """
 
-import argparse
 import json
 import os
 import random
@@ -26,6 +25,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "reference"))
 import record_original  # noqa: E402  (the shims)
+from original_pretrain import common_parser  # noqa: E402
 
 
 def finetune(tf, config, seed):
@@ -84,12 +84,7 @@ def finetune(tf, config, seed):
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("original", help="extracted google-research/electra")
-  parser.add_argument("--data-dir", required=True)
-  parser.add_argument("--model-name", required=True)
-  parser.add_argument("--hparams", default="{}")
-  parser.add_argument("--seed", type=int, default=1)
+  parser = common_parser(__doc__)
   parser.add_argument("--output", required=True)
   args = parser.parse_args()
   tf = record_original.shim(os.path.abspath(args.original))

@@ -115,13 +115,19 @@ def evaluate(tf, config, seed, eval_tfrecords):
     print(f"original: eval step {step}: {json.dumps(results)}", flush=True)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def common_parser(doc):
+  """The flags both drivers of the original take."""
+  parser = argparse.ArgumentParser(description=doc.splitlines()[0])
   parser.add_argument("original", help="extracted google-research/electra")
   parser.add_argument("--data-dir", required=True)
   parser.add_argument("--model-name", required=True)
   parser.add_argument("--hparams", default="{}")
   parser.add_argument("--seed", type=int, default=1)
+  return parser
+
+
+def main():
+  parser = common_parser(__doc__)
   parser.add_argument("--eval-tfrecords", required=True)
   parser.add_argument("--eval-only", action="store_true")
   args = parser.parse_args()
