@@ -24,6 +24,17 @@ EVAL_METRICS = (("disc_auc", "discriminator AUC"),
                 ("disc_loss", "discriminator loss"),
                 ("masked_lm_accuracy", "generator MLM accuracy"),
                 ("masked_lm_loss", "generator MLM loss"))
+# The original's records hold its own metrics and, for the discriminator,
+# ours' definitions computed from its outputs (original_pretrain.py): the
+# tables compare like with like.
+LIKE_OURS = {"disc_auc": "disc_auc_real_tokens",
+             "disc_loss": "disc_loss_real_tokens"}
+
+
+def value(side, result, key):
+  if side == "original":
+    key = LIKE_OURS.get(key, key) if LIKE_OURS.get(key) in result else key
+  return result[key]
 HEADLINE = {"rte": "accuracy", "mrpc": "accuracy", "cola": "mcc",
             "sts": "spearman"}
 
@@ -92,16 +103,22 @@ def pretraining_table(runs):
   ])) if all(seeds.values()) else []
   lines.append(f"Held-out eval at every checkpoint: mean over pretraining "
                f"seeds [min, max]; original seeds {seeds['original']}, "
-               f"ours {seeds['ours']}. \"in range\": ours' mean lies within "
-               f"the original's seed range widened by its own (the two "
-               f"ranges overlap).")
+               f"ours {seeds['ours']}. \"ranges overlap\": the two sides' "
+               f"seed ranges share a value (with one seed a side, a range is "
+               f"a point and this says nothing). The discriminator's AUC and "
+               f"loss are ours' definitions on both sides (sklearn's exact "
+               f"AUC and the mean log loss over real tokens), computed for "
+               f"the original from its own outputs; its records also keep "
+               f"its own `disc_auc` (`tf.metrics.auc`: 200 thresholds, "
+               f"padding counted as negatives scored 0) and `disc_loss` "
+               f"(a mean of row means).")
   for key, title in EVAL_METRICS:
     lines += ["", f"**{title}** (`{key}`)", "",
               "| step | original | ours | ours - original | ranges overlap |",
               "|---|---|---|---|---|"]
     for step in steps:
-      values = {side: [runs[side][s]["eval"][step][key] for s in seeds[side]]
-                for side in SIDES}
+      values = {side: [value(side, runs[side][s]["eval"][step], key)
+                       for s in seeds[side]] for side in SIDES}
       overlap = (min(values["ours"]) <= max(values["original"]) and
                  max(values["ours"]) >= min(values["original"]))
       lines.append(f"| {step} | {_spread(values['original'])} | "
@@ -150,7 +167,7 @@ def plot(runs, path):
       for i, seed in enumerate(seeds):
         run = runs[side][seed]
         series = (run["train"] if key == "train" else
-                  {s: r[key] for s, r in run["eval"].items()})
+                  {s: value(side, r, key) for s, r in run["eval"].items()})
         steps = sorted(series)
         label = (f"{side} ({len(seeds)} pretraining seeds)" if i == 0
                  else None)

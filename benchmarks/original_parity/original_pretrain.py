@@ -105,9 +105,11 @@ def evaluate(tf, config, seed, eval_tfrecords):
       with tf.Session(graph=graph) as sess:
         saver.restore(sess, path)
         sess.run(tf.local_variables_initializer())
+        outputs = []
         for _ in range(config.num_eval_steps):
-          sess.run(updates)
+          outputs.append(sess.run([updates, values])[1])
         results = {k: float(sess.run(m[0])) for k, m in metrics.items()}
+    results.update(_on_real_tokens(outputs, len(values)))
     results["global_step"] = step
     with open(out + ".tmp", "w") as f:
       json.dump(results, f, indent=2, sort_keys=True)
@@ -124,6 +126,25 @@ def common_parser(doc):
   parser.add_argument("--hparams", default="{}")
   parser.add_argument("--seed", type=int, default=1)
   return parser
+
+
+def _on_real_tokens(outputs, n):
+  """The discriminator's AUC and loss as ours computes them, from the same
+  eval outputs: sklearn's exact AUC and the mean log loss over real tokens
+  ([CLS]/[SEP] included). The original's own disc_auc is tf.metrics.auc's
+  200-threshold approximation over every position, padding included as
+  negatives scored 0, which a model cannot fail to rank last."""
+  from sklearn import metrics as sk_metrics
+  import numpy as np
+  # eval_fn_values, in the original's order: input_ids, masked_lm_preds,
+  # mlm_loss, masked_lm_ids, masked_lm_weights, input_mask, disc_loss,
+  # disc_labels, disc_probs, disc_preds, sampled_tokids.
+  columns = [np.concatenate([o[i] for o in outputs]) for i in range(n)]
+  mask, labels, probs = columns[5] > 0, columns[7], columns[8]
+  y, p = labels[mask] > 0, np.clip(probs[mask], 1e-7, 1 - 1e-7)
+  return {"disc_auc_real_tokens": float(sk_metrics.roc_auc_score(y, p)),
+          "disc_loss_real_tokens": float(-np.mean(
+              np.where(y, np.log(p), np.log(1 - p))))}
 
 
 def main():
