@@ -128,13 +128,15 @@ def pretraining_table(runs):
   return lines
 
 
-def finetuning_table(scores):
+def finetuning_table(scores, floors):
   lines = ["", "Fine-tuning one checkpoint (the original's seed 1) by both "
            "codes: dev score x100 (RTE, MRPC accuracy; CoLA MCC; STS-B "
            "Spearman), mean over fine-tuning seeds [min, max]; Welch's t-test "
-           "(scipy) over the seeds.", "",
-           "| lr | task | original | ours | ours - original | Welch p |",
-           "|---|---|---|---|---|---|"]
+           "(scipy) over the seeds; beside them the no-text baseline (the "
+           "training set's majority class, `finetune/baselines.json`).", "",
+           "| lr | task | no-text baseline | original | ours | "
+           "ours - original | Welch p |",
+           "|---|---|---|---|---|---|---|"]
   for (lr, task) in sorted(scores):
     sides = scores[(lr, task)]
     if not all(sides.get(s) for s in SIDES):
@@ -146,7 +148,10 @@ def finetuning_table(scores):
     p = (stats.ttest_ind(b, a, equal_var=False).pvalue
          if min(len(a), len(b)) > 1 and np.std(a) + np.std(b) > 0
          else float("nan"))
-    lines.append(f"| {lr:g} | {task} | {np.mean(a):.2f} [{min(a):.2f}, "
+    floor = floors.get(task)
+    floor = "-" if floor is None else f"{floor:.2f}"
+    lines.append(f"| {lr:g} | {task} | {floor} | {np.mean(a):.2f} "
+                 f"[{min(a):.2f}, "
                  f"{max(a):.2f}] (n={len(a)}) | {np.mean(b):.2f} "
                  f"[{min(b):.2f}, {max(b):.2f}] (n={len(b)}) | "
                  f"{np.mean(b) - np.mean(a):+.2f} | {p:.3f} |")
@@ -200,7 +205,12 @@ def main():
            "## Pretraining", ""]
   lines += pretraining_table(runs)
   lines += ["", "![curves](pretrain_curves.png)", "", "## Fine-tuning"]
-  lines += finetuning_table(scores)
+  floors_path = os.path.join(args.records, "finetune", "baselines.json")
+  floors = {}
+  if os.path.exists(floors_path):
+    with open(floors_path) as f:
+      floors = json.load(f)
+  lines += finetuning_table(scores, floors)
   with open(os.path.join(args.records, "results.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
   plot(runs, os.path.join(args.records, "pretrain_curves.png"))

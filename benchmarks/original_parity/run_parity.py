@@ -183,6 +183,23 @@ def finetune(args):
                          os.path.join(work, f"ours_lr{lr:g}_{task}"))
 
 
+def baselines(args):
+  """RECORDS/finetune/baselines.json: each task's no-text baseline (the
+  training set's majority class; comparison/baselines.py), the floor the
+  table prints beside the scores."""
+  sys.path.insert(0, REPO)
+  from comparison.baselines import baseline_score
+  from collect_parity import HEADLINE
+  spec = load_plan(args.plan)["finetune"]
+  raw = os.path.join(args.data_dir, "finetuning_data")
+  scores = {task: baseline_score(task, raw, HEADLINE[task])
+            for task in spec["tasks"]}
+  out = os.path.join(args.records, "finetune", "baselines.json")
+  with open(out, "w") as f:
+    json.dump(scores, f, indent=2, sort_keys=True)
+  print(json.dumps(scores))
+
+
 def _finetune_original(args, plan, lr, task, seed, out):
   spec = plan["finetune"]
   hparams = dict(spec["hparams"], model_size="small", embedding_size=128,
@@ -219,7 +236,8 @@ def _finetune_ours(args, spec, model_dir, lr, task, outs, work):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("phase", choices=["pretrain", "finetune", "_eval_ours"])
+  parser.add_argument("phase", choices=["pretrain", "finetune", "baselines",
+                                        "_eval_ours"])
   parser.add_argument("--original", default="/tmp/orig_electra")
   parser.add_argument("--original-python",
                       default="/work/orig_venv/bin/python")
@@ -234,6 +252,9 @@ def main():
     pretrain(args)
   elif args.phase == "finetune":
     finetune(args)
+    baselines(args)
+  elif args.phase == "baselines":
+    baselines(args)
   else:
     eval_ours(args)
 
