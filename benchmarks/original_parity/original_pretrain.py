@@ -89,7 +89,9 @@ def evaluate(tf, config, seed, eval_tfrecords):
     step = int(path.rsplit("-", 1)[1])
     out = os.path.join(out_dir, f"step_{step}.json")
     if os.path.exists(out):
-      continue
+      with open(out) as f:
+        if "disc_auc_real_tokens" in json.load(f):
+          continue  # else recorded before ours' definitions were added
     graph = tf.Graph()
     with graph.as_default():
       tf.set_random_seed(seed + 1)  # the same eval masks at every step
