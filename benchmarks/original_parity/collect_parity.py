@@ -97,13 +97,21 @@ def _spread(values):
 
 def pretraining_table(runs):
   lines = []
-  seeds = {side: sorted(runs.get(side, {})) for side in SIDES}
+  # A run stopped before its evals (a session's end) shows in the plot's
+  # training loss only.
+  seeds = {side: sorted(s for s, run in runs.get(side, {}).items()
+                        if run["eval"]) for side in SIDES}
+  unfinished = [f"{side} seed {s}" for side in SIDES
+                for s, run in sorted(runs.get(side, {}).items())
+                if not run["eval"]]
   steps = sorted(set.intersection(*[
-      set(run["eval"]) for side in SIDES for run in runs.get(side, {}).values()
+      set(runs[side][s]["eval"]) for side in SIDES for s in seeds[side]
   ])) if all(seeds.values()) else []
   lines.append(f"Held-out eval at every checkpoint: mean over pretraining "
                f"seeds [min, max]; original seeds {seeds['original']}, "
-               f"ours {seeds['ours']}. \"ranges overlap\": the two sides' "
+               f"ours {seeds['ours']}"
+               + (f" (not yet evaluated: {', '.join(unfinished)})"
+                  if unfinished else "") + ". \"ranges overlap\": the two sides' "
                f"seed ranges share a value (with one seed a side, a range is "
                f"a point and this says nothing). The discriminator's AUC and "
                f"loss are ours' definitions on both sides (sklearn's exact "
@@ -174,8 +182,10 @@ def plot(runs, path):
         series = (run["train"] if key == "train" else
                   {s: value(side, r, key) for s, r in run["eval"].items()})
         steps = sorted(series)
-        label = (f"{side} ({len(seeds)} pretraining seeds)" if i == 0
-                 else None)
+        done = sum(1 for s in seeds if runs[side][s]["eval"])
+        label = (f"{side} ({done} pretraining seeds"
+                 + (f", {len(seeds) - done} partial" if len(seeds) > done
+                    else "") + ")" if i == 0 else None)
         ax.plot(steps, [series[s] for s in steps], color=colors[side],
                 alpha=0.8, marker="o" if key != "train" else None,
                 markersize=3, label=label)
