@@ -28,6 +28,8 @@ from finetune import featurization
 from finetune.config import FinetuningConfig
 from pretrain import arrays as pretrain_arrays
 from util import storage
+from util.paths import located
+from util.paths import portable
 from util.config import apply_overrides
 from util.errors import UserError
 
@@ -116,7 +118,7 @@ def export(config, tokenizer, tasks, out_dir, vocab_size):
   with storage.open_file(os.path.join(out_dir, DATA), "wb") as f:
     f.write(buffer.getvalue())
   storage.write_text_atomic(os.path.join(out_dir, META),
-                     json.dumps(meta, indent=2))
+                     json.dumps(portable(meta), indent=2))
   return meta
 
 
@@ -137,8 +139,12 @@ class TaskArrays:
 
 
 def load_config(meta, where="finetune.json"):
-  """The FinetuningConfig an export recorded."""
-  return apply_overrides(FinetuningConfig(), meta["config"], where)
+  """The FinetuningConfig an export recorded (its paths, recorded relative
+  to the repository root, made whole again)."""
+  config = apply_overrides(FinetuningConfig(), meta["config"], where)
+  config.vocab_file = located(config.vocab_file)
+  config.raw_data_dir = located(config.raw_data_dir)
+  return config
 
 
 def load(path):
@@ -165,7 +171,7 @@ def task_config(config, meta, name):
   entry = meta["tasks"][name]
   return dataclasses.replace(
       config, task_names=name,
-      raw_data_dir=entry.get("raw_data_dir", config.raw_data_dir),
+      raw_data_dir=located(entry.get("raw_data_dir", config.raw_data_dir)),
       max_seq_length=entry.get("max_seq_length", config.max_seq_length))
 
 

@@ -27,6 +27,7 @@ from keras import ops
 
 from pretrain.run_config import check_data_shape
 from util import storage
+from util.paths import portable
 from util.errors import UserError
 
 META = "arrays.json"
@@ -238,5 +239,5 @@ def export(config, out_dir, max_train_mb=40.0, max_heldout_examples=4096,
          "heldout_examples": int(len(heldout["input_ids"])),
          "file_bytes": sizes}
   storage.write_text_atomic(os.path.join(out_dir, META),
-                            json.dumps(out, indent=2) + "\n")
+                            json.dumps(portable(out), indent=2) + "\n")
   return out

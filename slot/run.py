@@ -3,6 +3,7 @@
 import json
 import os
 import sys
+import tempfile
 
 import keras
 
@@ -10,6 +11,7 @@ from slot.clock import Clock
 from slot.flags import fine_tune_only
 from slot.finetune_phase import finetune_phase
 from slot.pretrain_phase import pretrain_phase
+from util.paths import portable
 
 RESULTS = "slot.json"
 MAX_FILES, MAX_FILE_BYTES = 8, 16 * 2 ** 20  # what comes back from $OUT
@@ -25,8 +27,11 @@ def main(args):
   def write():
     result["tensorflow_imported"] = "tensorflow" in sys.modules
     result["seconds"] = clock.elapsed()
+    # The record travels: no path of this machine in it (util/paths.py).
+    record = portable(result, {"$OUT": os.path.abspath(args.out),
+                               "$TMPDIR": tempfile.gettempdir()})
     with open(os.path.join(args.out, RESULTS), "w") as f:
-      json.dump(result, f, indent=2)
+      json.dump(record, f, indent=2)
 
   try:
     return run(args, clock, result, write)

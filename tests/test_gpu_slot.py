@@ -93,6 +93,15 @@ def test_the_command_measures_trains_and_reports(slot_run):
 @pytest.mark.parametrize("folder,objective,roles", [
     ("electra_tiny", "electra", ["discriminator", "generator"]),
     ("bert_tiny", "mlm", ["generator"])])
+def test_the_record_names_no_path_of_this_machine(slot_run):
+  out, result, _ = slot_run
+  text = json.dumps(result)
+  assert out not in text and "/tmp/" not in text
+  assert "$OUT" in result["command"]  # the folder, by its name
+  assert all(e["weights_dir"].startswith("$TMPDIR/")
+             for e in result["objectives"])
+
+
 def test_returned_weights_load_for_fine_tuning(slot_run, folder, objective,
                                                roles):
   path = os.path.join(slot_run[0], folder)

@@ -1,11 +1,13 @@
 """The side-by-side runs' table and plot, from their committed records
 (issue 50; run_parity.py writes them).
 
-  python benchmarks/original_parity/collect_parity.py results/original_parity
+  python benchmarks/original_parity/collect_parity.py results/original_parity \
+      [--output-dir OUT]
 
 Reads RECORDS/pretrain/<side>_seed<k>/step_<N>.json (held-out eval at every
 checkpoint) and train_log.jsonl, and RECORDS/finetune/<side>_lr<lr>_<task>_
-seed<k>.json; writes RECORDS/results.md and RECORDS/pretrain_curves.png.
+seed<k>.json; writes results.md and pretrain_curves.png (into RECORDS
+unless --output-dir says otherwise).
 Every number comes from those files; nothing else is read.
 """
 
@@ -15,6 +17,7 @@ import glob
 import json
 import os
 import re
+import sys
 
 import numpy as np
 from scipy import stats
@@ -107,19 +110,19 @@ def pretraining_table(runs):
   steps = sorted(set.intersection(*[
       set(runs[side][s]["eval"]) for side in SIDES for s in seeds[side]
   ])) if all(seeds.values()) else []
-  lines.append(f"Held-out eval at every checkpoint: mean over pretraining "
-               f"seeds [min, max]; original seeds {seeds['original']}, "
-               f"ours {seeds['ours']}"
-               + (f" (not yet evaluated: {', '.join(unfinished)})"
-                  if unfinished else "") + ". \"ranges overlap\": the two sides' "
-               f"seed ranges share a value (with one seed a side, a range is "
-               f"a point and this says nothing). The discriminator's AUC and "
-               f"loss are ours' definitions on both sides (sklearn's exact "
-               f"AUC and the mean log loss over real tokens), computed for "
-               f"the original from its own outputs; its records also keep "
-               f"its own `disc_auc` (`tf.metrics.auc`: 200 thresholds, "
-               f"padding counted as negatives scored 0) and `disc_loss` "
-               f"(a mean of row means).")
+  pending = (f" (not yet evaluated: {', '.join(unfinished)})"
+             if unfinished else "")
+  lines.append(
+      f"Held-out eval at every checkpoint: mean over pretraining seeds "
+      f"[min, max]; original seeds {seeds['original']}, ours "
+      f"{seeds['ours']}{pending}. \"ranges overlap\": the two sides' seed "
+      "ranges share a value (with one seed a side, a range is a point and "
+      "this says nothing). The discriminator's AUC and loss are ours' "
+      "definitions on both sides (sklearn's exact AUC and the mean log loss "
+      "over real tokens), computed for the original from its own outputs; "
+      "its records also keep its own `disc_auc` (`tf.metrics.auc`: 200 "
+      "thresholds, padding counted as negatives scored 0) and `disc_loss` "
+      "(a mean of row means).")
   for key, title in EVAL_METRICS:
     lines += ["", f"**{title}** (`{key}`)", "",
               "| step | original | ours | ours - original | ranges overlap |",
@@ -166,7 +169,7 @@ def finetuning_table(scores, floors):
   return lines
 
 
-def plot(runs, path):
+def plot(runs, cpus, path):
   import matplotlib  # only here: the tables need no plotting library
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
@@ -195,16 +198,21 @@ def plot(runs, path):
   axes.flat[0].legend()
   fig.suptitle("Tiny ELECTRA pretrained by the original release's code and "
                "by ours (same TFRecords and hparams; held-out eval)")
-  fig.text(0.5, 0.005, "; ".join(machines(os.path.dirname(path))),
+  fig.text(0.5, 0.005, "; ".join(cpus),
            ha="center", fontsize=8)
   fig.tight_layout(rect=(0, 0.02, 1, 0.96))
   fig.savefig(path, dpi=80)
 
 
-def main():
+def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("records")
-  args = parser.parse_args()
+  parser.add_argument("--output-dir", default="",
+                      help="where results.md and the plot go (default: "
+                      "RECORDS)")
+  args = parser.parse_args(argv)
+  out = args.output_dir or args.records
+  os.makedirs(out, exist_ok=True)
   runs = read_pretraining(args.records)
   scores = read_finetuning(args.records)
   lines = ["# The original release's code and ours, whole runs side by side",
@@ -221,11 +229,13 @@ def main():
     with open(floors_path) as f:
       floors = json.load(f)
   lines += finetuning_table(scores, floors)
-  with open(os.path.join(args.records, "results.md"), "w") as f:
+  with open(os.path.join(out, "results.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
-  plot(runs, os.path.join(args.records, "pretrain_curves.png"))
+  plot(runs, machines(args.records),
+       os.path.join(out, "pretrain_curves.png"))
   print("\n".join(lines))
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())
