@@ -13,10 +13,10 @@ import os
 
 import numpy as np
 
-from comparison import baselines
 from comparison import stats
 from comparison.plan import own_pll_method
 from comparison.plan import ALIASES
+from finetune import baselines
 from finetune.metrics import GLUE_METRICS
 from util import storage
 from util.machine import cpu_kind
@@ -335,7 +335,7 @@ def plot(results, path_glue, path_curves):
 
 
 def task_baselines(config, raw_data_dir):
-  """{task: the no-text baseline's dev score} (comparison/baselines.py),
+  """{task: the no-text baseline's dev score} (finetune/baselines.py),
   computed once and kept in OUTPUT_DIR/baselines.json."""
   path = os.path.join(config.output_dir, "baselines.json")
   kept = json.loads(storage.read_text(path)) if storage.exists(path) else {}

@@ -15,10 +15,10 @@ import zipfile
 
 import numpy as np
 
-from comparison import baselines
 from comparison import report
 from comparison.config import TAGGING_TASKS
 from finetune import arrays as ft_arrays
+from finetune import baselines
 from finetune import task_builder
 from finetune.featurization import limit
 from util import storage

@@ -38,14 +38,14 @@ def format_table(results):
   return "\n".join(lines)
 
 
-# What a no-text baseline is, per kind of task (comparison/baselines.py).
+# What a no-text baseline is, per kind of task (finetune/baselines.py).
 BASELINE_WORDS = {"GLUE": "the training set's majority class; a constant "
                           "for regression, correlation 0",
                   "tagging": "each word's most frequent training tag"}
 
 
 def has_baseline(task_name):
-  """Whether comparison/baselines.py has a no-text baseline for the task:
+  """Whether finetune/baselines.py has a no-text baseline for the task:
   GLUE and tagging."""
   return data_layout.kind(task_name) in BASELINE_WORDS
 

@@ -26,8 +26,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from comparison import baselines
 from finetune import bam
+from finetune import baselines
 from finetune import preflight
 from finetune import task_builder
 from finetune.config import model_size_of
@@ -65,7 +65,7 @@ from util.errors import UserError
 
 class RowsAsRead:
   """A task whose get_examples gives the rows this run read (TaskData),
-  for comparison/baselines.py's predictors."""
+  for finetune/baselines.py's predictors."""
 
   def __init__(self, task, data):
     self._task, self._data = task, data
@@ -317,7 +317,7 @@ class FinetuningRunner:
 
   def baselines(self):
     """{task: its no-text baseline's dev score} for the tasks that have
-    one, by comparison/baselines.py's predictors on the rows this run
+    one, by finetune/baselines.py's predictors on the rows this run
     read (train_examples_limit and eval_examples_limit apply)."""
     out = {}
     for task in self.tasks:
@@ -325,10 +325,7 @@ class FinetuningRunner:
         continue
       seen = RowsAsRead(task, self.data)
       try:
-        # pylint: disable=protected-access
-        out[task.name] = (baselines._most_frequent_tag_score(seen)
-                          if task.name in ("chunk", "pos") else
-                          baselines._constant_score(seen, task.metric))
+        out[task.name] = baselines.task_baseline(seen, task.metric)
       except UserError as e:  # no train set to take it from: left out
         print(f"note: no no-text baseline for {task.name}: {e}",
               flush=True)

@@ -342,7 +342,7 @@ def test_baselines_are_the_majority_class_and_most_frequent_tag(tmp_path):
   as the issue measured; a constant's MCC and Spearman are 0), and chunk
   and POS by each word's most frequent training tag, checked here against
   a count of our own on a small CoNLL file."""
-  from comparison import baselines
+  from finetune import baselines
   glue = os.path.join(SHARED, "glue")
   assert baselines.baseline_score("mrpc", glue, "accuracy") == \
       pytest.approx(100 * 279 / 408)

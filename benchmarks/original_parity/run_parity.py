@@ -185,10 +185,10 @@ def finetune(args):
 
 def baselines(args):
   """RECORDS/finetune/baselines.json: each task's no-text baseline (the
-  training set's majority class; comparison/baselines.py), the floor the
+  training set's majority class; finetune/baselines.py), the floor the
   table prints beside the scores."""
   sys.path.insert(0, REPO)
-  from comparison.baselines import baseline_score
+  from finetune.baselines import baseline_score
   from collect_parity import HEADLINE
   spec = load_plan(args.plan)["finetune"]
   raw = os.path.join(args.data_dir, "finetuning_data")

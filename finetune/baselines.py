@@ -50,11 +50,17 @@ def _most_frequent_tag_score(task):
                                 np.asarray(sum(predicted, []))))
 
 
+def task_baseline(task, metric):
+  """The baseline's dev score (0-100) of a task object (any whose
+  get_examples gives the rows to read), in `metric`."""
+  if task.name in ("chunk", "pos"):
+    return _most_frequent_tag_score(task)
+  return _constant_score(task, metric)
+
+
 def baseline_score(name, raw_data_dir, metric):
   """The baseline's dev score (0-100) of task `name` read from
   `raw_data_dir`, in `metric`."""
   config = FinetuningConfig(task_names=name, raw_data_dir=raw_data_dir)
   task, = get_tasks(config, tokenizer=None)
-  if name in ("chunk", "pos"):
-    return _most_frequent_tag_score(task)
-  return _constant_score(task, metric)
+  return task_baseline(task, metric)
