@@ -54,14 +54,36 @@ def no_decay(variable):
   return "layernorm" in path or path.endswith("bias")
 
 
-class AdamWeightDecay(keras.optimizers.Optimizer):
+class PerVariableRates:
+  """An optimizer's (learning-rate multiplier, whether it decays) per
+  variable: 1 and no_decay's rule unless set_multipliers gives ELECTRA's
+  layer-wise rates. Variables are told apart by their optimizer index,
+  which also names a replica's copy under tf.distribute."""
+
+  def _build_rates(self, var_list):
+    self._scales = [(1.0, not no_decay(v)) for v in var_list]
+
+  def set_multipliers(self, variables, multipliers):
+    """Builds the slots; variables get lr x multiplier."""
+    self.build(variables)
+    for variable, m in zip(variables, multipliers):
+      self._scales[self._get_variable_index(variable)] = (
+          float(m), not no_decay(variable))
+
+  def _rate(self, variable, learning_rate):
+    """(this variable's learning rate, whether it decays)."""
+    multiplier, decays = self._scales[self._get_variable_index(variable)]
+    lr = ops.cast(learning_rate, variable.dtype) * multiplier
+    return lr, decays and bool(self.decoupled_weight_decay)
+
+
+class AdamWeightDecay(PerVariableRates, keras.optimizers.Optimizer):
   """The original release's AdamWeightDecayOptimizer: Adam's moving averages
   without bias correction, each variable moved by
   lr x multiplier x (m / (sqrt(v) + epsilon) + weight_decay x variable),
   the decay term only where it decays (no_decay). Early steps are thus up to
   ~(1 - beta1^t)^-1 x sqrt(1 - beta2^t) larger than Keras' Adam: 3.6x at
-  step 78, 1.36x at 780 (docs/mirroring.md). Multipliers are its layer-wise
-  learning rates (fine-tuning; 1 for every variable unless set)."""
+  step 78, 1.36x at 780 (docs/mirroring.md)."""
 
   def __init__(self, learning_rate, weight_decay=0.0, beta_1=0.9,
                beta_2=0.999, epsilon=1e-6, name="adam_weight_decay",
@@ -75,26 +97,18 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
       return
     super().build(var_list)
     self._m, self._v = self.add_optimizer_variables(var_list, ["m", "v"])
-    self._scales = [(1.0, not no_decay(v)) for v in var_list]
-
-  def set_multipliers(self, variables, multipliers):
-    """Builds the slots; variables get lr x multiplier."""
-    self.build(variables)
-    for variable, m in zip(variables, multipliers):
-      index = self._get_variable_index(variable)
-      self._scales[index] = (float(m), self._scales[index][1])
+    self._build_rates(var_list)
 
   def update_step(self, gradient, variable, learning_rate):
+    lr, decays = self._rate(variable, learning_rate)
     index = self._get_variable_index(variable)
-    multiplier, decays = self._scales[index]
     gradient = ops.cast(gradient, variable.dtype)
     m, v = self._m[index], self._v[index]
     self.assign_add(m, (gradient - m) * (1 - self.beta_1))
     self.assign_add(v, (ops.square(gradient) - v) * (1 - self.beta_2))
     update = m / (ops.sqrt(v) + self.epsilon)
-    if decays and self.decoupled_weight_decay:
+    if decays:
       update = update + self.decoupled_weight_decay * variable
-    lr = ops.cast(learning_rate, variable.dtype) * multiplier
     self.assign_sub(variable, lr * update)
 
   def get_config(self):
@@ -105,29 +119,24 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     return config
 
 
-class LayerwiseAdamW(keras.optimizers.Adam):
-  """AdamW with a learning rate per variable: lr x its multiplier, for the
-  Adam step and the decoupled weight decay alike (ELECTRA's layer-wise
-  decay). The decay is applied in update_step, so no private Keras method
-  is overridden; variables are told apart by their optimizer index, which
-  also names a replica's copy under tf.distribute."""
+class LayerwiseAdamW(PerVariableRates, keras.optimizers.Adam):
+  """Keras' AdamW with a learning rate per variable: lr x its multiplier,
+  for the Adam step and the decoupled weight decay alike. The decay is
+  applied in update_step, so no private Keras method is overridden."""
 
   def __init__(self, weight_decay=0.0, **kwargs):
     super().__init__(**kwargs)  # no base weight decay: update_step's
     self.decoupled_weight_decay = weight_decay
 
-  def set_multipliers(self, variables, multipliers):
-    """Builds the slots; variables get lr x multiplier, decay as no_decay."""
-    self.build(variables)
-    self._scales = [(1.0, False)] * len(variables)
-    for variable, m in zip(variables, multipliers):
-      self._scales[self._get_variable_index(variable)] = (
-          float(m), not no_decay(variable))
+  def build(self, var_list):
+    if self.built:
+      return
+    super().build(var_list)
+    self._build_rates(var_list)
 
   def update_step(self, gradient, variable, learning_rate):
-    multiplier, decays = self._scales[self._get_variable_index(variable)]
-    lr = ops.cast(learning_rate, variable.dtype) * multiplier
-    if decays and self.decoupled_weight_decay:
+    lr, decays = self._rate(variable, learning_rate)
+    if decays:
       wd = ops.cast(self.decoupled_weight_decay, variable.dtype)
       self.assign_sub(variable, variable * wd * lr)
     super().update_step(gradient, variable, lr)

@@ -40,10 +40,11 @@ class ReplicaUpdate:
     # unscaled (the loss-scale optimizer divides it out, then applies).
     scale = (tf.cast(self.optimizer.dynamic_scale, tf.float32)
              if self.loss_scaled else tf.constant(1.0))
-    norm = tf.linalg.global_norm(grads) / scale
+    scaled_norm = tf.linalg.global_norm(grads)
+    norm = scaled_norm / scale
     if self.clip_norm > 0:  # a non-finite norm makes every gradient NaN
       grads, _ = tf.clip_by_global_norm(grads, self.clip_norm * scale,
-                                        use_norm=norm * scale)
+                                        use_norm=scaled_norm)
     if self.num_replicas > 1:
       grads = [g / self.num_replicas for g in grads]
     # The norm is of all-reduced gradients: every replica agrees on it (a
