@@ -147,6 +147,8 @@ def pretrain(args):
   plan = load_plan(args.plan)
   for side, seed in plan["pretrain_runs"]:
     name = f"{side}_seed{seed}"
+    if args.only and name not in args.only.split(","):
+      continue
     print(f"== {name}", flush=True)
     if side == "original":
       pretrain_original(args, plan, seed, name)
@@ -247,6 +249,10 @@ def main():
   parser.add_argument("--name", help="_eval_ours: the run")
   parser.add_argument("--seed", type=int, default=1)
   parser.add_argument("--plan", default=PLAN)
+  parser.add_argument("--only", default="",
+                      help="pretrain: these runs only, e.g. ours_seed2 (a "
+                      "fresh machine has no checkpoints: the others would "
+                      "start again)")
   args = parser.parse_args()
   if args.phase == "pretrain":
     pretrain(args)
