@@ -21,7 +21,7 @@ predicts a file of the task's layout with that kept model (or
 from util.tf_quiet import import_tensorflow
 from util.tf_quiet import tensorflow_script
 
-tensorflow_script("run_finetuning.py")
+BACKEND = tensorflow_script("run_finetuning.py", jax=True)
 
 from finetune import config as configure_finetuning  # noqa: E402
 from finetune import preflight  # noqa: E402

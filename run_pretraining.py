@@ -15,7 +15,7 @@ import sys
 from util.tf_quiet import import_tensorflow
 from util.tf_quiet import tensorflow_script
 
-tensorflow_script("run_pretraining.py")
+BACKEND = tensorflow_script("run_pretraining.py", jax=True)
 
 from pretrain import config as configure_pretraining  # noqa: E402
 from pretrain import preflight  # noqa: E402

@@ -29,11 +29,14 @@ def test_scripts_pin_tensorflow_over_keras_json(tmp_path):
   assert out.stdout.split() == ["tensorflow"]
 
 
-@pytest.mark.parametrize("script", ["run_pretraining", "run_finetuning"])
-def test_explicit_other_backend_is_one_line(tmp_path, script):
+@pytest.mark.parametrize("script,backend,also", [
+    ("run_pretraining", "torch", " or jax"),
+    ("run_finetuning", "torch", " or jax"),
+    ("run_scoring", "jax", "")])
+def test_explicit_other_backend_is_one_line(tmp_path, script, backend, also):
   out = subprocess.run([sys.executable, f"{script}.py", "--help"], cwd=ROOT,
-                       env=_env(tmp_path, KERAS_BACKEND="jax"),
+                       env=_env(tmp_path, KERAS_BACKEND=backend),
                        capture_output=True, text=True)
   assert out.returncode == 2
-  assert out.stderr == (f"error: {script}.py runs Keras on TensorFlow, but "
-                        "KERAS_BACKEND=jax is set: unset it\n")
+  assert out.stderr == (f"error: {script}.py runs Keras on TensorFlow{also}, "
+                        f"but KERAS_BACKEND={backend} is set: unset it\n")

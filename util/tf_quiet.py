@@ -38,18 +38,24 @@ def import_tensorflow(with_text=False):
 
 
 
-def tensorflow_script(name):
+def tensorflow_script(name, jax=False):
   """Readies a TensorFlow script; call before anything imports Keras.
+  Returns the backend it runs on: "tensorflow", or "jax" for a script that
+  also runs under KERAS_BACKEND=jax (`jax=True`: run_pretraining.py and
+  run_finetuning.py).
 
   Keras takes its backend from KERAS_BACKEND, else from ~/.keras/keras.json,
   which the first Keras import on a machine writes with the backend then in
   use: after a JAX run (the GPU slot's driver) wrote "jax" there, a script
-  would come up on JAX and fail deep inside tf.data. An explicit
-  KERAS_BACKEND other than tensorflow is refused in one line.
+  would come up on JAX and fail deep inside tf.data. So an unset
+  KERAS_BACKEND means TensorFlow, and any other is refused in one line.
   """
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   backend = os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-  if backend != "tensorflow":
-    print(f"error: {name} runs Keras on TensorFlow, but KERAS_BACKEND="
+  allowed = ("tensorflow", "jax") if jax else ("tensorflow",)
+  if backend not in allowed:
+    also = " or jax" if jax else ""
+    print(f"error: {name} runs Keras on TensorFlow{also}, but KERAS_BACKEND="
           f"{backend} is set: unset it", file=sys.stderr, flush=True)
     sys.exit(2)
+  return backend
