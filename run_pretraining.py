@@ -5,6 +5,8 @@
 
 Reads DATA_DIR/pretrain_tfrecords/, writes checkpoints, TensorBoard logs and
 eval results to DATA_DIR/models/NAME/, and resumes from there if restarted.
+Under KERAS_BACKEND=jax the same command trains with JAX on every local
+device (pretrain/jax_run.py; docs/distributed.md).
 """
 
 import json
@@ -35,10 +37,15 @@ def main(argv=None):
   # Paths, the dataset, the vocab and a resumed run's hparams are checked
   # before TensorFlow's seconds of import.
   config = configure_pretraining.load_config(argv, check_first=preflight.check)
-  import_tensorflow()
-  from loading.sources import open_source  # TF import after arg checks
-  from pretrain.trainer import Trainer
-  with Trainer(config, open_source=open_source) as trainer:  # the lock
+  if BACKEND == "jax":
+    from pretrain.jax_run import JaxRun
+    run = JaxRun
+  else:
+    import_tensorflow()
+    from loading.sources import open_source  # TF import after arg checks
+    from pretrain.trainer import Trainer
+    run = lambda c: Trainer(c, open_source=open_source)  # noqa: E731
+  with run(config) as trainer:  # the lock
     if config.do_train:
       try:
         trainer.train()

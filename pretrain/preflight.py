@@ -74,10 +74,11 @@ def _metadata(records):
 
 
 def _trained_step(model_dir):
-  """The newest checkpoint's step in model_dir, or None."""
+  """The newest checkpoint's step in model_dir (TensorFlow's or the JAX
+  driver's), or None."""
   steps = [int(m.group(1)) for p in glob.glob(os.path.join(model_dir,
-                                                           "ckpt-*.index"))
-           if (m := re.search(r"ckpt-(\d+)\.index$", p))]
+                                                           "ckpt-*"))
+           if (m := re.search(r"ckpt-(\d+)\.(index|npz)$", p))]
   return max(steps) if steps else None
 
 

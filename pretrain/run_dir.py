@@ -6,9 +6,8 @@ import fcntl
 import json
 import os
 import socket
+import sys
 import time
-
-import tensorflow as tf
 
 from pretrain.run_config import CONFIG_FILE
 from pretrain.run_config import check_architecture
@@ -16,29 +15,39 @@ from pretrain.run_config import check_resumable
 from pretrain.run_config import describe_changes
 from pretrain.run_config import keep_config
 from pretrain.run_config import read_saved_config
-from training.checkpointing import latest_checkpoint
 from util import storage
 from util.errors import UserError
 from util.outputs import check_output_dir
 
 LOCK_FILE = "training.lock"  # held while a run trains (RunLock)
 
-def prepare(config, is_chief, lock=False):
-  """Creates model_dir and checks a resumed run against its config.
+def _io_errors():
+  """What a failed read or write raises: TensorFlow's gfile errors too,
+  where TensorFlow is in use (the JAX driver runs without it)."""
+  tf = sys.modules.get("tensorflow")
+  return (OSError, tf.errors.OpError) if tf else (OSError,)
+
+
+def prepare(config, is_chief, lock=False, latest=None):
+  """Creates model_dir and checks a resumed run against its config;
+  `latest(model_dir)` finds the newest checkpoint (default TensorFlow's,
+  training/checkpointing.py; the JAX driver's, training/npz_checkpoints).
   Returns (the RunLock taken first with `lock`, else None; commit()):
   commit() records the config (and keeps the previous one when hparams
   changed). The caller commits once the checkpoint is restored, so a run
   refused on the way leaves every file as it was."""
   path = os.path.join(config.model_dir, CONFIG_FILE)
   check_output_dir(config.model_dir, "model_dir")
+  if latest is None:
+    from training.checkpointing import latest_checkpoint as latest  # TF
   try:
     storage.makedirs(config.model_dir)
-  except (OSError, tf.errors.OpError) as e:
+  except _io_errors() as e:
     raise UserError(
         f"cannot write to model_dir {config.model_dir}: {e}") from None
   held = RunLock(config.model_dir) if lock else None
   try:
-    writes = _prepare(config, is_chief, path)
+    writes = _prepare(config, is_chief, path, latest)
   except BaseException:
     if held:
       held.release()
@@ -50,17 +59,17 @@ def prepare(config, is_chief, lock=False):
     try:
       while writes:
         writes.pop(0)()
-    except (OSError, tf.errors.OpError) as e:
+    except _io_errors() as e:
       raise UserError(
           f"cannot write to model_dir {config.model_dir}: {e}") from None
   return held, commit
 
 
-def _prepare(config, is_chief, path):
+def _prepare(config, is_chief, path, find_latest):
   """The checks; returns the writes that commit() does."""
   try:
-    latest = latest_checkpoint(config.model_dir)  # a broken index: refused
-  except (OSError, tf.errors.OpError) as e:
+    latest = find_latest(config.model_dir)  # a broken index: refused
+  except _io_errors() as e:
     raise UserError(f"cannot read model_dir {config.model_dir}: {e}") from None
   writes = []
   if storage.exists(path):
@@ -151,7 +160,7 @@ def _check_resume(config, old, latest):
   the old config as, or None)."""
   if not latest:
     return True, None  # nothing trained yet: the saved config describes nothing
-  step = latest.rsplit("-", 1)[-1]
+  step = latest.rsplit("-", 1)[-1].removesuffix(".npz")
   raised, others = check_resumable(config, old, step)
   if not config.do_train:
     if others:

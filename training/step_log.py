@@ -2,9 +2,9 @@
 TensorBoard scalars, written every log_every_steps, and sooner while a
 host call of that many steps would run for longer than LOG_SECONDS."""
 
+import json
+import os
 import time
-
-import tensorflow as tf
 
 from training.progress import format_seconds
 
@@ -62,8 +62,33 @@ class StepLog:
               f"{seq_per_s * config.max_seq_length:.0f} tok/s",
               f"ETA {format_seconds(eta)}"]
     print(" | ".join(parts), flush=True)
-    with writer.as_default(step=step):
-      for k, v in logs.items():
-        tf.summary.scalar(k, v)
-      tf.summary.scalar("learning_rate", lr)
-      tf.summary.scalar("sequences_per_second", seq_per_s)
+    write_scalars(writer, step, {**logs, "learning_rate": lr,
+                                 "sequences_per_second": seq_per_s})
+
+
+def write_scalars(writer, step, scalars):
+  """TensorBoard scalars through a tf.summary writer, or a ScalarLog's."""
+  if isinstance(writer, ScalarLog):
+    writer.write(step, scalars)
+    return
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  with writer.as_default(step=step):
+    for k, v in scalars.items():
+      tf.summary.scalar(k, v)
+
+
+class ScalarLog:
+  """The JAX driver's scalars: one JSON line per step in `path` (it runs
+  without TensorFlow, whose summary writer would also claim the GPU)."""
+
+  def __init__(self, path):
+    self.path = path
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+
+  def write(self, step, scalars):
+    with open(self.path, "a", encoding="utf-8") as f:
+      f.write(json.dumps({"step": step, **{k: float(v) for k, v in
+                                           scalars.items()}}) + "\n")
+
+  def flush(self):
+    pass

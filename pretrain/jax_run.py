@@ -1,0 +1,218 @@
+"""run_pretraining.py under KERAS_BACKEND=jax: the run around the JAX
+trainer (pretrain/jax_trainer.py) that the TensorFlow path's Trainer is
+around its tf.function: the same config and run directory (the lock, the
+hparam drift check, pretrain_config.json; pretrain/run_dir.py), resumable
+checkpoints (training/npz_checkpoints.py: the whole state, and the step that
+fixes the data position and the masking noise), the log line (training/
+step_log.py), SIGTERM/Ctrl-C saves then stops, held-out eval with
+eval_results.json. Its own: the data are NumPy arrays (pretrain/arrays.py,
+DATA_DIR/pretrain_arrays, exported from the TFRecords on first use where
+TensorFlow is installed); every local device trains as one data-parallel
+replica set (keras.distribution); the scalars go to train/scalars.jsonl,
+not TensorBoard; the finished run's weights are also written as .npz
+shards in MODEL_DIR (interop/npz_weights.py), which fine-tuning, scoring
+and export read.
+"""
+
+import importlib.util
+import json
+import os
+import time
+
+import jax
+
+from pretrain import arrays as arrays_lib
+from pretrain import flops
+from pretrain import run_dir
+from pretrain.jax_trainer import JaxTrainer
+from pretrain.jax_trainer import count_params
+from training import npz_checkpoints
+from training.preemption import Preempted
+from training.preemption import PreemptionGuard
+from training.step_log import ScalarLog
+from training.step_log import StepLog
+from util import storage
+from util.errors import UserError
+from util.paths import located
+from util.tf_quiet import import_tensorflow
+
+STATE = ("trainable", "non_trainable", "optimizer")
+
+
+def check_supported(config):
+  """One line naming an option only the TensorFlow path has."""
+  if config.strategy in ("multi_worker", "tpu"):
+    raise UserError(f"strategy {config.strategy} is TensorFlow's: under "
+                    "KERAS_BACKEND=jax every local device (TPU cores too) "
+                    "trains with strategy default, and several hosts join "
+                    "with jax.distributed (docs/distributed.md)")
+  if config.init_checkpoint:
+    raise UserError("init_checkpoint is read by the TensorFlow path only: "
+                    "unset KERAS_BACKEND to use it")
+
+
+def devices(config):
+  """The local devices that train: all of them, or the first num_gpus."""
+  found = jax.local_devices()
+  if config.num_gpus:
+    if len(found) < config.num_gpus:
+      raise UserError(f"num_gpus {config.num_gpus}, but JAX sees "
+                      f"{len(found)} device(s): "
+                      f"{', '.join(str(d) for d in found)}")
+    found = found[:config.num_gpus]
+  return found
+
+
+def load_arrays(config):
+  """DATA_DIR/pretrain_arrays, exported from the TFRecords if missing."""
+  folder = os.path.join(config.data_dir or os.path.dirname(
+      config.model_dir), "pretrain_arrays")
+  if not storage.exists(os.path.join(folder, arrays_lib.META)):
+    try:
+      import_tensorflow()
+    except ImportError:
+      raise UserError(f"no {folder}: without TensorFlow the JAX path reads "
+                      "the pretraining data as NumPy arrays; the same command"
+                      " where TensorFlow is installed writes them there from"
+                      " the TFRecords: copy that folder here") from None
+    print(f"exporting the TFRecords to {folder} (once)", flush=True)
+    arrays_lib.export(config, folder, max_train_mb=0)
+  loaded = arrays_lib.load(folder)
+  if not storage.exists(config.vocab_file or ""):
+    vocab = located(loaded.meta.get("vocab_file", ""))
+    if vocab and storage.exists(vocab):
+      config.vocab_file = vocab
+  return loaded
+
+
+def state_groups(trainer):
+  return dict(zip(STATE, trainer.state))
+
+
+def restore(trainer, path):
+  groups = npz_checkpoints.load(path, state_groups(trainer))
+  trainer.state = tuple([trainer._replicated(v) for v in groups[name]]  # pylint: disable=protected-access
+                        for name in STATE)
+  trainer.step = npz_checkpoints.step_of(path)
+
+
+def save(trainer, config):
+  path = npz_checkpoints.save(
+      config.model_dir, trainer.step,
+      {k: [jax.device_get(v) for v in values]
+       for k, values in state_groups(trainer).items()},
+      keep=config.keep_checkpoint_max)
+  print(f"saved {path}", flush=True)
+  return path
+
+
+class JaxRun:
+  """A pretraining run under JAX: `train()`, `evaluate()`; a context
+  manager holding model_dir's lock."""
+
+  def __init__(self, config):
+    check_supported(config)
+    self.config = config
+    self.arrays = load_arrays(config)
+    self.arrays.check(config)  # vocab_size, as the saved config has it
+    self.lock, self._commit = run_dir.prepare(
+        config, True, lock=config.do_train, latest=npz_checkpoints.latest)
+    if importlib.util.find_spec("tensorflow"):
+      # Keras' set_random_seed seeds TensorFlow too where it is installed:
+      # imported here first, without its C++ banner.
+      import_tensorflow()
+    try:
+      self.trainer = JaxTrainer(config, self.arrays, devices(config))
+    except BaseException:
+      self.close()
+      raise
+
+  def close(self):
+    if self.lock:
+      self.lock.release()
+      self.lock = None
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+  def train(self):
+    config, trainer = self.config, self.trainer
+    latest = npz_checkpoints.latest(config.model_dir)
+    if latest:
+      restore(trainer, latest)
+      print(f"resuming from {latest}", flush=True)
+    self._commit()  # nothing is written before this point
+    total = config.num_train_steps
+    if trainer.step >= total:
+      print(f"already trained: step {trainer.step} >= num_train_steps "
+            f"{total}", flush=True)
+      return trainer.step
+    trainer.log(f"training {trainer.model.name} ({trainer.precision}, "
+                f"{len(trainer.devices)} device(s): "
+                f"{trainer.devices[0].device_kind}, "
+                f"{count_params(trainer.model):,} parameters) from step "
+                f"{trainer.step} to {total}")
+    trainer.log(f"FLOPs: {flops.train_flops_per_step(config):.3g} per step, "
+                f"{flops.total_train_flops(config):.3g} for the whole run "
+                "(ELECTRA appendix E convention)")
+    keys = trainer.log_keys + ("grad_norm",)  # the TF path's order
+    log = StepLog(config, trainer.step)
+    writer = ScalarLog(os.path.join(config.model_dir, "train",
+                                    "scalars.jsonl"))
+    last_save = time.time()
+    with PreemptionGuard() as preemption:
+      while trainer.step < total:
+        step = trainer.step
+        # Fixed boundaries (a chunk's length is compiled into its step):
+        # the next loop, save or end, so a resumed run cuts as this one.
+        n = min(_next(step, config.iterations_per_loop),
+                _next(step, config.save_checkpoints_steps), total) - step
+        start = time.time()
+        trainer.state, sums, finite = trainer._run_chunk(  # pylint: disable=protected-access
+            trainer.state, step, n, total)
+        finite = float(finite)
+        trainer.step += n
+        if finite < n and not config.skip_nonfinite_steps:
+          raise UserError(
+              f"non-finite loss or gradients at steps {step + 1}-"
+              f"{trainer.step}; nothing saved past step {step} (try a lower"
+              " learning_rate, or skip_nonfinite_steps)")
+        logs = {k: float(sums[k]) / max(finite, 1.0) for k in keys}
+        log.log(trainer.step, n, time.time() - start, logs,
+                trainer.learning_rate(), writer)
+        timed = (config.save_checkpoints_secs and
+                 time.time() - last_save >= config.save_checkpoints_secs)
+        if (trainer.step % config.save_checkpoints_steps == 0 or timed or
+            trainer.step == total or preemption.requested):
+          save(trainer, config)
+          last_save = time.time()
+        if preemption.requested:
+          raise Preempted(f"{preemption.name}: saved step {trainer.step} "
+                          "and stopped", preemption.exit_code)
+    paths = trainer.save(config.model_dir)
+    print(f"weights for fine-tuning: {os.path.dirname(paths[0])} "
+          f"({len(paths)} file(s))", flush=True)
+    return trainer.step
+
+  def evaluate(self):
+    config, trainer = self.config, self.trainer
+    path = config.eval_checkpoint or npz_checkpoints.latest(config.model_dir)
+    if config.eval_checkpoint and not storage.exists(path):
+      raise UserError(f"eval_checkpoint not found: {path}")
+    if path:
+      restore(trainer, path)
+    else:
+      print("note: no checkpoint in model_dir; evaluating initial weights")
+    results = trainer.evaluate()
+    if not config.eval_checkpoint:
+      storage.write_text_atomic(
+          os.path.join(config.model_dir, "eval_results.json"),
+          json.dumps(results, indent=2, sort_keys=True))
+    return results
+
+
+def _next(step, every):
+  return (step // every + 1) * every

@@ -1,0 +1,181 @@
+"""run_pretraining.py under KERAS_BACKEND=jax (pretrain/jax_run.py): a run
+killed anywhere, checkpoint writes included, resumes and ends with the
+weights of an uninterrupted run, bit for bit; two devices train as one;
+its weights fine-tune; the run directory's checks hold as on TensorFlow."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.pretraining_runs import ROOT
+from tests.pretraining_runs import build_data_dir
+from tests.pretraining_runs import hparams
+
+STEPS = 40
+HPARAMS = hparams(num_train_steps=STEPS, iterations_per_loop=10,
+                  save_checkpoints_steps=10)
+
+# run_pretraining.py, killed (SIGKILL: nothing runs after it) when the save
+# of step KILL_STEP reaches KILL_AT: "file" before the checkpoint file is
+# renamed into place, "index" after it but before checkpoint.json names it.
+KILLING = """
+import os, signal, sys
+sys.path.insert(0, os.getcwd())
+from training import npz_checkpoints
+step, at = os.environ["KILL_STEP"], os.environ["KILL_AT"]
+storage = npz_checkpoints.storage
+rename, write = storage.rename, storage.write_text_atomic
+def killing_rename(src, dst, overwrite=False):
+  if at == "file" and dst.endswith(f"ckpt-{step}.npz"):
+    os.kill(os.getpid(), signal.SIGKILL)
+  return rename(src, dst, overwrite)
+def killing_write(path, text):
+  if at == "index" and f"ckpt-{step}.npz" in text:
+    os.kill(os.getpid(), signal.SIGKILL)
+  return write(path, text)
+storage.rename, storage.write_text_atomic = killing_rename, killing_write
+import run_pretraining
+run_pretraining.main(sys.argv[1:])
+"""
+
+
+def env(**extra):
+  out = dict(os.environ, PYTHONPATH=ROOT, KERAS_BACKEND="jax", **extra)
+  out.pop("XLA_FLAGS", None)
+  return dict(out, **extra)
+
+
+def run(data_dir, name, *extra, script=None, **env_extra):
+  head = ["-c", script] if script else [os.path.join(ROOT,
+                                                     "run_pretraining.py")]
+  return subprocess.run(
+      [sys.executable, *head, "--data-dir", data_dir, "--model-name", name,
+       "--hparams", HPARAMS, *extra], capture_output=True, text=True,
+      timeout=600, cwd=ROOT, env=env(**env_extra))
+
+
+def state(model_dir, step=STEPS):
+  with np.load(os.path.join(model_dir, f"ckpt-{step}.npz")) as f:
+    return {k: f[k] for k in f.files}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  return build_data_dir(tmp_path_factory.mktemp("jax_run"))
+
+
+@pytest.fixture(scope="module")
+def reference(data_dir):
+  """An uninterrupted run, evaluated."""
+  done = run(data_dir, "whole", "--do-eval")
+  assert done.returncode == 0, done.stderr[-3000:]
+  return os.path.join(data_dir, "models", "whole"), done.stdout
+
+
+def test_a_run_trains_saves_and_evaluates(reference):
+  model_dir, log = reference
+  assert "1 device(s)" in log and f"from step 0 to {STEPS}" in log
+  losses = [float(m) for m in re.findall(r"\| loss ([0-9.]+)", log)]
+  assert len(losses) == STEPS // 10 and losses[-1] < losses[0]
+  index = json.load(open(os.path.join(model_dir, "checkpoint.json")))
+  assert index["latest"] == f"ckpt-{STEPS}.npz"
+  with open(os.path.join(model_dir, "eval_results.json")) as f:
+    results = json.load(f)
+  assert results["global_step"] == STEPS and 0 <= results["disc_auc"] <= 1
+  scalars = [json.loads(line) for line in open(
+      os.path.join(model_dir, "train", "scalars.jsonl"))]
+  assert [s["step"] for s in scalars] == [10, 20, 30, 40]
+  assert scalars[-1]["loss"] == pytest.approx(losses[-1], abs=1e-4)
+  with open(os.path.join(model_dir, "pretrain_config.json")) as f:
+    assert json.load(f)["num_train_steps"] == STEPS
+
+
+@pytest.mark.parametrize("at,step", [("file", 20), ("index", 30)])
+def test_a_killed_run_resumes_as_if_uninterrupted(data_dir, reference, at,
+                                                 step):
+  name = f"killed_{at}"
+  model_dir = os.path.join(data_dir, "models", name)
+  killed = run(data_dir, name, script=KILLING, KILL_STEP=str(step),
+               KILL_AT=at)
+  assert killed.returncode == -9, killed.stderr[-3000:]
+  assert f"step {step}/{STEPS}" in killed.stdout  # it died saving that step
+  resumed = run(data_dir, name)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"from step {step - 10} to {STEPS}" in resumed.stdout
+  expected, got = state(reference[0]), state(model_dir)
+  assert sorted(got) == sorted(expected)
+  for key, value in expected.items():
+    np.testing.assert_array_equal(got[key], value, err_msg=key)
+  assert not [f for f in os.listdir(model_dir) if f.endswith(".tmp")]
+
+
+def test_a_finished_run_is_not_trained_again(data_dir, reference):
+  again = run(data_dir, "whole")
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert f"already trained: step {STEPS}" in again.stdout
+
+
+def test_changed_hparams_are_refused_as_on_tensorflow(data_dir, reference):
+  changed = subprocess.run(
+      [sys.executable, "run_pretraining.py", "--data-dir", data_dir,
+       "--model-name", "whole", "--hparams", HPARAMS,
+       "--hparams", '{"mask_prob": 0.25}'], capture_output=True, text=True,
+      timeout=600, cwd=ROOT, env=env())
+  assert changed.returncode != 0
+  lines = changed.stderr.strip().splitlines()
+  assert lines[-1].startswith("error: ") and "mask_prob" in lines[-1]
+
+
+def test_a_broken_index_is_one_line_and_nothing_is_written(data_dir,
+                                                           reference):
+  model_dir = reference[0]
+  index = os.path.join(model_dir, "checkpoint.json")
+  saved = open(index).read()
+  before = sorted(os.listdir(model_dir))
+  try:
+    with open(index, "w") as f:
+      f.write('{"latest": "ckpt-999.npz"}')
+    broken = run(data_dir, "whole")
+    assert broken.returncode != 0
+    assert broken.stderr.strip().splitlines()[-1] == (
+        f"error: {index} names ckpt-999.npz, which is not there: nothing "
+        "was read or written")
+    assert sorted(os.listdir(model_dir)) == before
+  finally:
+    with open(index, "w") as f:
+      f.write(saved)
+
+
+def test_two_devices_train_as_one(data_dir, reference):
+  two = run(data_dir, "two_devices",
+            XLA_FLAGS="--xla_force_host_platform_device_count=2")
+  assert two.returncode == 0, two.stderr[-3000:]
+  assert "2 device(s)" in two.stdout
+  expected = state(reference[0])
+  got = state(os.path.join(data_dir, "models", "two_devices"))
+  # The same batches and masks; only the order of the gradient sums differs.
+  for key, value in expected.items():
+    np.testing.assert_allclose(got[key], value, rtol=1e-3, atol=2e-4,
+                               err_msg=key)
+
+
+def test_the_weights_fine_tune(reference):
+  from loading import sources  # pylint: disable=g-import-not-at-top
+  source = sources.open_source(reference[0])
+  assert source.kind == "npz" and source.config.objective == "electra"
+  assert os.path.isfile(source.config.vocab_file)
+  weights = source.weights()
+  assert set(weights) == {"discriminator", "generator"}
+
+
+def test_tensorflow_only_options_are_one_line(data_dir):
+  out = run(data_dir, "tpu", "--hparams", '{"strategy": "tpu"}')
+  assert out.returncode != 0
+  lines = out.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith(
+      "error: strategy tpu is TensorFlow's")
