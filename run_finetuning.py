@@ -34,9 +34,11 @@ from util.errors import main_guard  # noqa: E402
 @main_guard
 def main(argv=None):
   config = configure_finetuning.load_config(argv)
-  preflight.check(config)  # model and data files: before TensorFlow loads
   if BACKEND == "jax":  # one task on JAX (docs/run_finetuning.md)
     from finetune import jax_run
+    jax_run.check(config)  # what only TensorFlow runs: said first
+  preflight.check(config)  # model and data files: before TensorFlow loads
+  if BACKEND == "jax":
     return jax_run.run(config)
   import_tensorflow(with_text=True)
   from finetune.trainer import FinetuningRunner  # TF import after arg checks

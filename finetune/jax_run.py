@@ -150,58 +150,80 @@ class RowsRead:
                  if split == "train" else config.eval_examples_limit)
 
 
+class Setup:
+  """What every trial shares: the pretrained model, the encoder's config,
+  the task and its train and dev splits, featurized once (on the CPU) and
+  as JaxFinetuner's arrays."""
+
+  def __init__(self, config):
+    # pylint: disable=g-import-not-at-top
+    from finetune import task_builder
+    from finetune.config import model_size_of
+    from finetune.model import model_config_for
+    from loading import runs
+    self.pretrained = pretrained = find_pretrained(config)
+    pretrain_config = pretrained.config
+    config.validate(model_size_of(pretrain_config))  # size-based defaults
+    self.model_config = model_config_for(pretrained, config)
+    positions = self.model_config.max_position_embeddings
+    config.fit_max_seq_length(positions)
+    if config.max_seq_length > positions:
+      raise UserError(f"max_seq_length {config.max_seq_length} exceeds the "
+                      f"model's {positions} positions")
+    tokenizer = runs.load_tokenizer_for(pretrain_config, config.vocab_file,
+                                        config.data_dir)
+    self.vocab_file = runs.vocab_path_for(pretrain_config, config.vocab_file,
+                                          config.data_dir)
+    self.tasks = task_builder.get_tasks(config, tokenizer)
+    self.task = self.tasks[0]
+    self.vocab_size = tokenizer.vocab_size
+    self.featurized = None  # {split: (examples, features)}; featurize()
+    self.data = None  # finetune/arrays.py TaskArrays; featurize()
+
+  def featurize(self, config):
+    # pylint: disable-next=g-import-not-at-top
+    from finetune import arrays
+    task = self.task
+    self.featurized = {split: arrays.featurize_split(config, task, split)
+                       for split in ("train", "dev")}
+    self.data = arrays.in_memory(config, self.tasks,
+                                 {task.name: self.featurized},
+                                 self.vocab_size)
+    return self.data.meta["tasks"][task.name]
+
+
 def run(config):
   """The trials of config's one task; returns the summary, as
   FinetuningRunner.run does."""
   check(config)
   _import_tensorflow()  # said now, before any work
   # pylint: disable=g-import-not-at-top
-  from finetune import arrays
   from finetune import baselines
-  from finetune import task_builder
-  from finetune.config import model_size_of
-  from finetune.model import model_config_for
   from finetune.run_outputs import RunOutputs
   from finetune.summary import format_table
   from finetune.summary import has_baseline
   from finetune.summary import summarize
   from finetune.summary import versus_baselines
   from finetune.trial_record import TrialRecord
-  from loading import runs
 
-  pretrained = find_pretrained(config)
-  pretrain_config = pretrained.config
-  config.validate(model_size_of(pretrain_config))  # size-based defaults
-  model_config = model_config_for(pretrained, config)
-  config.fit_max_seq_length(model_config.max_position_embeddings)
-  if config.max_seq_length > model_config.max_position_embeddings:
-    raise UserError(
-        f"max_seq_length {config.max_seq_length} exceeds the model's "
-        f"{model_config.max_position_embeddings} positions")
-  tokenizer = runs.load_tokenizer_for(pretrain_config, config.vocab_file,
-                                      config.data_dir)
-  vocab_file = runs.vocab_path_for(pretrain_config, config.vocab_file,
-                                   config.data_dir)
-  tasks = task_builder.get_tasks(config, tokenizer)
-  task = tasks[0]
+  setup = Setup(config)
+  task, tasks = setup.task, setup.tasks
   paths = RunOutputs(config, tasks)
-  record = TrialRecord(config, tasks, paths, pretrain_config=pretrain_config,
-                       model_config=model_config, vocab_file=vocab_file)
+  record = TrialRecord(config, tasks, paths,
+                       pretrain_config=setup.pretrained.config,
+                       model_config=setup.model_config,
+                       vocab_file=setup.vocab_file)
   if not record.resumed:  # an interrupted run goes on instead
     paths.check_new()
-  # Read and featurized once, on the CPU; every trial trains on these.
-  featurized = {split: arrays.featurize_split(config, task, split)
-                for split in ("train", "dev")}
-  data = arrays.in_memory(config, tasks, {task.name: featurized},
-                          tokenizer.vocab_size)
-  info = data.meta["tasks"][task.name]
+  info = setup.featurize(config)
+  featurized = setup.featurized
   print(f"{task.name}: {info['train_examples']} train examples, "
         f"{info['train_rows']} rows, {info['train_steps']} steps", flush=True)
 
   import jax
   from finetune.jax_trainer import JaxFinetuner
-  finetuner = JaxFinetuner(config, model_config, task, data)
-  encoder = encoder_weights(pretrained, config)
+  finetuner = JaxFinetuner(config, setup.model_config, task, setup.data)
+  encoder = encoder_weights(setup.pretrained, config)
   started = record.start()
   trials = started["trials"][:config.num_trials]
   done = len(trials)
