@@ -8,8 +8,10 @@ tiny_runs.py) on a slice of the real RTE; JAX runs in subprocesses (the
 tests' own process is on TensorFlow)."""
 
 import csv
+import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -18,6 +20,12 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score
 
+from finetune.config import FinetuningConfig
+from finetune.model import head_weights
+from finetune.optimization import create_optimizer
+from finetune.trainer import FinetuningRunner
+from interop import npz_weights
+from loading.sources import open_source
 from tests import tiny_runs
 from tests.shared_data import SHARED
 
@@ -107,20 +115,27 @@ def test_a_rerun_goes_on_from_the_first_unfinished_trial(resumed):
 
 
 JAX_STEPS = textwrap.dedent("""
-    import json, sys
+    import dataclasses, json, sys
     import jax
     import numpy as np
     from finetune import config as configure, jax_run
     from finetune.jax_trainer import JaxFinetuner
     from finetune.model import set_encoder_weights, set_head_weights
-    config = configure.load_config(sys.argv[1:-1])
+    config = configure.load_config(sys.argv[1:-2])
     saved = dict(np.load(sys.argv[-1]))
     setup = jax_run.Setup(config)
     setup.featurize(config)
     tuner = JaxFinetuner(config, setup.model_config, setup.task, setup.data)
     model = tuner._new_model(config.seed)
-    set_encoder_weights(model.encoder,
-                        jax_run.encoder_weights(setup.pretrained, config))
+    encoder = jax_run.encoder_weights(setup.pretrained, config)
+    # The JAX pretraining driver's .npz folder of the same weights.
+    npz = jax_run.find_pretrained(dataclasses.replace(
+        config, init_checkpoint=sys.argv[-2]))
+    from_npz = jax_run.encoder_weights(npz, config)
+    npz_same = npz.source.kind == "npz" and sorted(encoder) == sorted(
+        from_npz) and all(np.array_equal(encoder[k], from_npz[k])
+                          for k in encoder)
+    set_encoder_weights(model.encoder, encoder)
     set_head_weights(model.heads["rte"], {
         k[len("head/"):]: v for k, v in saved.items()
         if k.startswith("head/")}, "the TensorFlow run")
@@ -131,39 +146,47 @@ JAX_STEPS = textwrap.dedent("""
     for _ in range(3):
       state, loss = step(state, rows)
       losses.append(float(loss))
-    print("RESULTS " + json.dumps({"losses": losses, "same_rows": same}))
+    print("RESULTS " + json.dumps({"losses": losses, "same_rows": same,
+                                   "npz_same": npz_same}))
 """)
 
 
 def test_jax_and_tensorflow_give_the_same_losses(data_dir, tmp_path):
   """Three train steps on one batch from the same encoder and head: the
   loss before each step is the same on both backends (so the model, the
-  loss, the clipping and the layer-wise AdamW are)."""
-  from finetune.config import FinetuningConfig  # pylint: disable=g-import-not-at-top
-  from finetune.model import head_weights  # pylint: disable=g-import-not-at-top
-  from finetune.optimization import create_optimizer  # pylint: disable=g-import-not-at-top
-  from finetune.trainer import FinetuningRunner  # pylint: disable=g-import-not-at-top
+  loss, the clipping and the layer-wise AdamW are). The encoder read from
+  the TensorFlow checkpoint under JAX is the one an .npz folder holds."""
   hparams = dict(HPARAMS, output_dir=str(tmp_path / "tf"))
   runner = FinetuningRunner(FinetuningConfig(
       data_dir=data_dir, model_name="pre", task_names="rte", **hparams))
-  model = runner._build(runner.config.seed)  # pylint: disable=protected-access
+  # pylint: disable=protected-access
+  model = runner._build(runner.config.seed)
   features, steps = runner.data.train_data()["rte"]
   batch = {k: v[:HPARAMS["train_batch_size"]] for k, v in features.items()}
   saved = {f"head/{k}": v for k, v in head_weights(model.heads["rte"]).items()}
   np.savez(tmp_path / "tf.npz", input_ids=batch["input_ids"], **saved)
   optimizer = create_optimizer(runner.config, model.trainable_variables,
                                runner.model_config.num_hidden_layers, steps)
-  step = runner._train_step(model, optimizer, "rte")  # pylint: disable=protected-access
+  step = runner._train_step(model, optimizer, "rte")
   tf_losses = [float(step(batch)) for _ in range(3)]
+  # The run as the JAX pretraining driver writes one: weights.json and
+  # .npz shards, a pretrain_config.json beside them.
+  npz = os.path.join(data_dir, "models", "pre_npz")
+  source = open_source(os.path.join(data_dir, "models", "pre"))
+  npz_weights.write(npz, source.weights(),
+                    dataclasses.asdict(source.config))
+  shutil.copy(os.path.join(data_dir, "models", "pre", "pretrain_config.json"),
+              npz)
   done = subprocess.run(
       [sys.executable, "-c", JAX_STEPS, "--data-dir", data_dir,
        "--model-name", "pre", "--task-names", "rte", "--hparams",
-       json.dumps(hparams), str(tmp_path / "tf.npz")],
+       json.dumps(hparams), npz, str(tmp_path / "tf.npz")],
       capture_output=True, text=True, timeout=300, cwd=ROOT, env=jax_env())
   assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
   line = next(l for l in done.stdout.splitlines() if l.startswith("RESULTS"))
   got = json.loads(line[len("RESULTS "):])
   assert got["same_rows"]  # the same featurization, the same rows
+  assert got["npz_same"]  # the same encoder from either format
   assert got["losses"][0] == pytest.approx(tf_losses[0], abs=1e-5)
   np.testing.assert_allclose(got["losses"], tf_losses, atol=1e-5)
   assert tf_losses[2] != tf_losses[0]  # the steps did train
@@ -181,3 +204,20 @@ def test_an_option_only_tensorflow_has_is_one_line(data_dir, tmp_path,
   assert len(lines) == 1, done.stderr
   assert named in lines[0] and "KERAS_BACKEND=jax" in lines[0], lines[0]
   assert "TensorFlow backend" in lines[0], lines[0]
+
+
+def test_without_tensorflow_it_says_what_to_do(data_dir, tmp_path):
+  """A `tensorflow` that refuses to import (as on a GPU slot): one line
+  naming the way that needs none, nothing imported it earlier."""
+  blocked = tmp_path / "blocked" / "tensorflow"
+  os.makedirs(blocked)
+  (blocked / "__init__.py").write_text('raise ImportError("blocked")\n')
+  done = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "run_finetuning.py"),
+       "--data-dir", data_dir, "--model-name", "pre", "--task-names", "rte",
+       "--output-dir", str(tmp_path / "out")],
+      capture_output=True, text=True, timeout=300, cwd=ROOT,
+      env=dict(jax_env(), PYTHONPATH=f"{tmp_path / 'blocked'}:{ROOT}"))
+  assert done.returncode == 2, done.stdout + done.stderr
+  line, = done.stderr.splitlines()
+  assert "needs TensorFlow" in line and "finetune/arrays.py" in line, line
