@@ -223,10 +223,11 @@ def run(config):
   import jax
   from finetune.jax_trainer import JaxFinetuner
   finetuner = JaxFinetuner(config, setup.model_config, task, setup.data)
-  encoder = encoder_weights(setup.pretrained, config)
   started = record.start()
   trials = started["trials"][:config.num_trials]
   done = len(trials)
+  encoder = (encoder_weights(setup.pretrained, config)
+             if done < config.num_trials else None)  # read once, if needed
   if trials:
     print(f"{len(trials)} of {config.num_trials} trial(s) done earlier "
           f"(recorded in {record.path}): "
