@@ -15,6 +15,9 @@ goes on from the first unfinished trial.
 
 predicts a file of the task's layout with that kept model (or
 --init-checkpoint a fine-tuned model's folder), without training.
+
+Under KERAS_BACKEND=jax it fine-tunes one task with JAX (finetune/jax_run.py),
+writing the same files; options only TensorFlow has are refused.
 """
 
 # Before any Keras import: pins the backend, quiets TF's C++ chatter.
@@ -31,7 +34,12 @@ from util.errors import main_guard  # noqa: E402
 @main_guard
 def main(argv=None):
   config = configure_finetuning.load_config(argv)
+  if BACKEND == "jax":  # one task on JAX (docs/run_finetuning.md)
+    from finetune import jax_run
+    jax_run.check(config)  # what only TensorFlow runs: said first
   preflight.check(config)  # model and data files: before TensorFlow loads
+  if BACKEND == "jax":
+    return jax_run.run(config)
   import_tensorflow(with_text=True)
   from finetune.trainer import FinetuningRunner  # TF import after arg checks
   return FinetuningRunner(config).run()

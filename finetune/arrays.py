@@ -81,22 +81,27 @@ def unpack_features(columns):
   return features
 
 
-def export(config, tokenizer, tasks, out_dir, vocab_size):
-  """Featurizes `tasks` (finetune/task_builder.py's; each may carry its own
-  copy of `config` with its own raw_data_dir) into out_dir; returns the
-  metadata written."""
+def featurize_split(config, task, split):
+  """(examples, features) of a task's train or dev split, limits applied,
+  as run_finetuning.py reads and featurizes them."""
+  n = (config.train_examples_limit if split == "train" else
+       config.eval_examples_limit)
+  examples = featurization.limit(task.get_examples(split), n)
+  if not examples:
+    raise UserError(f"{task.name}: no {split} examples")
+  return examples, task.featurize(examples, is_training=split == "train")
+
+
+def _pack(config, tasks, featurized, vocab_size):
+  """(metadata, {"<task>/<split>/<column>": array}) of `featurized`
+  ({task name: {split: (examples, features)}})."""
   meta = {"format": FORMAT, "config": dataclasses.asdict(config),
           "vocab_size": vocab_size, "tasks": {}}
   arrays = {}
   for task in tasks:
     entry = {}
     for split in ("train", "dev"):
-      n = (config.train_examples_limit if split == "train" else
-           config.eval_examples_limit)
-      examples = featurization.limit(task.get_examples(split), n)
-      if not examples:
-        raise UserError(f"{task.name}: no {split} examples")
-      features = task.featurize(examples, is_training=split == "train")
+      examples, features = featurized[task.name][split]
       for key, value in pack_features(features, vocab_size,
                                       f"{task.name} {split}").items():
         arrays[f"{task.name}/{split}/{key}"] = value
@@ -112,6 +117,25 @@ def export(config, tokenizer, tasks, out_dir, vocab_size):
     entry["raw_data_dir"] = task.config.raw_data_dir
     entry["max_seq_length"] = task.config.max_seq_length
     meta["tasks"][task.name] = entry
+  return meta, arrays
+
+
+def _splits(meta, arrays):
+  splits = {name: {"train": {}, "dev": {}} for name in meta["tasks"]}
+  for key, value in arrays.items():
+    task, split, column = key.split("/")
+    splits[task][split][column] = value
+  return splits
+
+
+def export(config, tokenizer, tasks, out_dir, vocab_size):
+  """Featurizes `tasks` (finetune/task_builder.py's; each may carry its own
+  copy of `config` with its own raw_data_dir) into out_dir; returns the
+  metadata written."""
+  del tokenizer  # the tasks carry it
+  featurized = {task.name: {split: featurize_split(config, task, split)
+                            for split in ("train", "dev")} for task in tasks}
+  meta, arrays = _pack(config, tasks, featurized, vocab_size)
   storage.makedirs(out_dir)
   buffer = io.BytesIO()
   np.savez_compressed(buffer, **arrays)
@@ -120,6 +144,14 @@ def export(config, tokenizer, tasks, out_dir, vocab_size):
   storage.write_text_atomic(os.path.join(out_dir, META),
                      json.dumps(portable(meta), indent=2))
   return meta
+
+
+def in_memory(config, tasks, featurized, vocab_size):
+  """The TaskArrays `export` then `load` would give, without the files:
+  run_finetuning.py's JAX path (finetune/jax_run.py), which featurized
+  the splits itself (`featurized`: {task: {split: (examples, features)}})."""
+  meta, arrays = _pack(config, tasks, featurized, vocab_size)
+  return TaskArrays(meta, config, _splits(meta, arrays))
 
 
 @dataclasses.dataclass
@@ -157,13 +189,10 @@ def load(path):
   if meta.get("format") != FORMAT:
     raise UserError(f"{meta_path} is not an {FORMAT} file")
   config = load_config(meta, meta_path)
-  splits = {name: {"train": {}, "dev": {}} for name in meta["tasks"]}
   with storage.open_file(os.path.join(path, DATA), "rb") as f:
     with np.load(f, allow_pickle=False) as data:
-      for key in data.files:
-        task, split, column = key.split("/")
-        splits[task][split][column] = data[key]
-  return TaskArrays(meta, config, splits, path)
+      arrays = {key: data[key] for key in data.files}
+  return TaskArrays(meta, config, _splits(meta, arrays), path)
 
 
 def task_config(config, meta, name):

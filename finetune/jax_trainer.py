@@ -71,6 +71,7 @@ class JaxFinetuner:
     self._train_fn = jax.jit(self._train_chunk, donate_argnums=0)
     self._predict_fn = jax.jit(self._predict_step)
     self._seeded = {config.seed: self.model}  # a model per trial seed
+    self.kept = None  # the last trained model (trial's keep_weights)
 
   def _put(self, value):
     return jax.device_put(value, self.device)
@@ -175,9 +176,12 @@ class JaxFinetuner:
     self._train_fn, self._predict_fn = compiled["train"], compiled["eval"]
 
   # ------------------------------------------------------------ trials
-  def trial(self, encoder_weights, seed):
+  def trial(self, encoder_weights, seed, keep_weights=False):
     """Fine-tunes from `encoder_weights` ({name: array}) with `seed`;
-    returns (dev outputs {key: array, one row per dev row}, a summary)."""
+    returns (dev outputs {key: array, one row per dev row}, a summary).
+    keep_weights: the trained weights are assigned to the seed's model,
+    left in `self.kept` (a run that keeps its best model saves it); a
+    later trial of that seed builds its start afresh."""
     config = self.config
     if seed not in self._seeded:  # built once, reused by every encoder
       self._seeded[seed] = self._new_model(seed)
@@ -210,6 +214,13 @@ class JaxFinetuner:
       collected.append({k: np.asarray(v)[:keep] for k, v in out.items()})
     outputs = {k: np.concatenate([c[k] for c in collected])
                for k in collected[0]}
+    if keep_weights:
+      self._seeded.pop(seed)
+      for variables, values in ((model.trainable_variables, trainable),
+                                (model.non_trainable_variables, fixed)):
+        for variable, value in zip(variables, values):
+          variable.assign(np.asarray(value))
+      self.kept = model
     tail = max(1, len(losses) // 10)
     return outputs, {"steps": self.num_steps, "train_s": train_s,
                      "final_loss": float(losses[-tail:].mean()),

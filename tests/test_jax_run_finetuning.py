@@ -1,0 +1,223 @@
+"""run_finetuning.py under KERAS_BACKEND=jax (finetune/jax_run.py): it runs
+the trials and writes the TensorFlow runner's files, its metric is the
+task's own on the predictions it wrote, its loss is the TensorFlow
+runner's on the same batch and weights (step by step, the optimizer
+included), a rerun goes on from the first unfinished trial, and an option
+only TensorFlow has is one line. An untrained tiny ELECTRA (tests/
+tiny_runs.py) on a slice of the real RTE; JAX runs in subprocesses (the
+tests' own process is on TensorFlow)."""
+
+import csv
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from sklearn.metrics import accuracy_score
+
+from finetune.config import FinetuningConfig
+from finetune.model import head_weights
+from finetune.optimization import create_optimizer
+from finetune.trainer import FinetuningRunner
+from interop import npz_weights
+from loading.sources import open_source
+from tests import tiny_runs
+from tests.shared_data import SHARED
+
+ROOT = str(tiny_runs.ROOT)
+HPARAMS = {"train_examples_limit": 48, "eval_examples_limit": 32,
+           "num_train_epochs": 1.0, "train_batch_size": 16,
+           "eval_batch_size": 16, "max_seq_length": 48,
+           "warmup_proportion": 0.0}  # step 1 moves the weights
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  """DATA_DIR with models/pre (a TensorFlow run) and finetuning_data/RTE."""
+  root = tmp_path_factory.mktemp("jaxrun")
+  tiny_runs.tiny_run(root, name="pre")
+  os.makedirs(root / "finetuning_data")
+  os.symlink(os.path.join(SHARED, "glue", "RTE"),
+             root / "finetuning_data" / "RTE")
+  return str(root)
+
+
+def jax_env():
+  return dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
+              PYTHONPATH=ROOT)
+
+
+def run_jax(data_dir, out, tasks="rte", **hparams):
+  return subprocess.run(
+      [sys.executable, os.path.join(ROOT, "run_finetuning.py"),
+       "--data-dir", data_dir, "--model-name", "pre", "--task-names", tasks,
+       "--output-dir", out, "--hparams", json.dumps(dict(HPARAMS, **hparams))],
+      capture_output=True, text=True, timeout=300, cwd=ROOT, env=jax_env())
+
+
+@pytest.fixture(scope="module")
+def resumed(data_dir, tmp_path_factory):
+  """One trial, then the same command with num_trials 2 (the record of
+  trial 1 present, as after a kill): (first, second, output dir)."""
+  out = str(tmp_path_factory.mktemp("out"))
+  first = run_jax(data_dir, out, num_trials=1)
+  assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+  with open(os.path.join(out, "rte_trials.json")) as f:
+    after_first = json.load(f)
+  second = run_jax(data_dir, out, num_trials=2)
+  assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]
+  return after_first, second, out
+
+
+def test_jax_run_writes_trials_and_scores_its_predictions(resumed):
+  _, second, out = resumed
+  with open(os.path.join(out, "rte_trials.json")) as f:
+    record = json.load(f)
+  assert len(record["trials"]) == 2
+  assert record["kept"]["trial"] in (1, 2)
+  assert os.path.isdir(os.path.join(out, "rte_model"))
+  with open(os.path.join(SHARED, "glue", "RTE", "dev.tsv")) as f:
+    rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+  gold = {r[0]: r[-1] for r in rows[1:]}
+  for trial, results in enumerate(record["trials"], 1):
+    path = os.path.join(out, f"rte_dev_predictions_trial{trial}.tsv")
+    with open(path) as f:
+      predicted = list(csv.reader(f, delimiter="\t"))[1:]
+    assert len(predicted) == HPARAMS["eval_examples_limit"]
+    expected = 100 * accuracy_score([gold[i] for i, _ in predicted],
+                                    [p for _, p in predicted])
+    assert results["rte"]["accuracy"] == pytest.approx(expected, abs=1e-6)
+    assert np.isfinite(results["rte"]["loss"])
+  with open(record["results_file"]) as f:
+    summary = json.load(f)["summary"]["rte"]["accuracy"]
+  values = [t["rte"]["accuracy"] for t in record["trials"]]
+  assert summary["values"] == values
+  assert summary["median"] == pytest.approx(np.median(values))
+  assert "median over 2 trial(s)" in second.stdout
+  assert "no-text baseline" in second.stdout
+
+
+def test_a_rerun_goes_on_from_the_first_unfinished_trial(resumed):
+  after_first, second, out = resumed
+  assert len(after_first["trials"]) == 1
+  log = second.stdout
+  assert "1 of 2 trial(s) done earlier" in log, log
+  assert "trial 2/2 (seed 1235)" in log and "trial 1/2" not in log, log
+  with open(os.path.join(out, "rte_trials.json")) as f:
+    record = json.load(f)
+  assert record["run"] == after_first["run"]
+  assert record["trials"][0] == after_first["trials"][0]  # not run again
+
+
+JAX_STEPS = textwrap.dedent("""
+    import dataclasses, json, sys
+    import jax
+    import numpy as np
+    from finetune import config as configure, jax_run
+    from finetune.jax_trainer import JaxFinetuner
+    from finetune.model import set_encoder_weights, set_head_weights
+    config = configure.load_config(sys.argv[1:-2])
+    saved = dict(np.load(sys.argv[-1]))
+    setup = jax_run.Setup(config)
+    setup.featurize(config)
+    tuner = JaxFinetuner(config, setup.model_config, setup.task, setup.data)
+    model = tuner._new_model(config.seed)
+    encoder = jax_run.encoder_weights(setup.pretrained, config)
+    # The JAX pretraining driver's .npz folder of the same weights.
+    npz = jax_run.find_pretrained(dataclasses.replace(
+        config, init_checkpoint=sys.argv[-2]))
+    from_npz = jax_run.encoder_weights(npz, config)
+    npz_same = npz.source.kind == "npz" and sorted(encoder) == sorted(
+        from_npz) and all(np.array_equal(encoder[k], from_npz[k])
+                          for k in encoder)
+    set_encoder_weights(model.encoder, encoder)
+    set_head_weights(model.heads["rte"], {
+        k[len("head/"):]: v for k, v in saved.items()
+        if k.startswith("head/")}, "the TensorFlow run")
+    rows = np.arange(len(saved["input_ids"]), dtype=np.int32)
+    same = np.array_equal(np.asarray(tuner._batch_numpy("train", rows)[
+        "input_ids"]), saved["input_ids"])
+    state, step, losses = tuner._state(model), jax.jit(tuner._train_step), []
+    for _ in range(3):
+      state, loss = step(state, rows)
+      losses.append(float(loss))
+    print("RESULTS " + json.dumps({"losses": losses, "same_rows": same,
+                                   "npz_same": npz_same}))
+""")
+
+
+def test_jax_and_tensorflow_give_the_same_losses(data_dir, tmp_path):
+  """Three train steps on one batch from the same encoder and head: the
+  loss before each step is the same on both backends (so the model, the
+  loss, the clipping and the layer-wise AdamW are). The encoder read from
+  the TensorFlow checkpoint under JAX is the one an .npz folder holds."""
+  hparams = dict(HPARAMS, output_dir=str(tmp_path / "tf"))
+  runner = FinetuningRunner(FinetuningConfig(
+      data_dir=data_dir, model_name="pre", task_names="rte", **hparams))
+  # pylint: disable=protected-access
+  model = runner._build(runner.config.seed)
+  features, steps = runner.data.train_data()["rte"]
+  batch = {k: v[:HPARAMS["train_batch_size"]] for k, v in features.items()}
+  saved = {f"head/{k}": v for k, v in head_weights(model.heads["rte"]).items()}
+  np.savez(tmp_path / "tf.npz", input_ids=batch["input_ids"], **saved)
+  optimizer = create_optimizer(runner.config, model.trainable_variables,
+                               runner.model_config.num_hidden_layers, steps)
+  step = runner._train_step(model, optimizer, "rte")
+  tf_losses = [float(step(batch)) for _ in range(3)]
+  # The run as the JAX pretraining driver writes one: weights.json and
+  # .npz shards, a pretrain_config.json beside them.
+  npz = os.path.join(data_dir, "models", "pre_npz")
+  source = open_source(os.path.join(data_dir, "models", "pre"))
+  npz_weights.write(npz, source.weights(),
+                    dataclasses.asdict(source.config))
+  shutil.copy(os.path.join(data_dir, "models", "pre", "pretrain_config.json"),
+              npz)
+  done = subprocess.run(
+      [sys.executable, "-c", JAX_STEPS, "--data-dir", data_dir,
+       "--model-name", "pre", "--task-names", "rte", "--hparams",
+       json.dumps(hparams), npz, str(tmp_path / "tf.npz")],
+      capture_output=True, text=True, timeout=300, cwd=ROOT, env=jax_env())
+  assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+  line = next(l for l in done.stdout.splitlines() if l.startswith("RESULTS"))
+  got = json.loads(line[len("RESULTS "):])
+  assert got["same_rows"]  # the same featurization, the same rows
+  assert got["npz_same"]  # the same encoder from either format
+  assert got["losses"][0] == pytest.approx(tf_losses[0], abs=1e-5)
+  np.testing.assert_allclose(got["losses"], tf_losses, atol=1e-5)
+  assert tf_losses[2] != tf_losses[0]  # the steps did train
+
+
+@pytest.mark.parametrize("hparams, named", [
+    ({"tasks": "rte,mrpc"}, "multi-task fine-tuning"),
+    ({"write_test_outputs": True}, "write_test_outputs"),
+])
+def test_an_option_only_tensorflow_has_is_one_line(data_dir, tmp_path,
+                                                   hparams, named):
+  done = run_jax(data_dir, str(tmp_path), **hparams)
+  assert done.returncode == 2, done.stdout + done.stderr
+  lines = done.stderr.splitlines()
+  assert len(lines) == 1, done.stderr
+  assert named in lines[0] and "KERAS_BACKEND=jax" in lines[0], lines[0]
+  assert "TensorFlow backend" in lines[0], lines[0]
+
+
+def test_without_tensorflow_it_says_what_to_do(data_dir, tmp_path):
+  """A `tensorflow` that refuses to import (as on a GPU slot): one line
+  naming the way that needs none, nothing imported it earlier."""
+  blocked = tmp_path / "blocked" / "tensorflow"
+  os.makedirs(blocked)
+  (blocked / "__init__.py").write_text('raise ImportError("blocked")\n')
+  done = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "run_finetuning.py"),
+       "--data-dir", data_dir, "--model-name", "pre", "--task-names", "rte",
+       "--output-dir", str(tmp_path / "out")],
+      capture_output=True, text=True, timeout=300, cwd=ROOT,
+      env=dict(jax_env(), PYTHONPATH=f"{tmp_path / 'blocked'}:{ROOT}"))
+  assert done.returncode == 2, done.stdout + done.stderr
+  line, = done.stderr.splitlines()
+  assert "needs TensorFlow" in line and "finetune/arrays.py" in line, line
