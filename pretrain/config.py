@@ -21,6 +21,7 @@ from util.errors import UserError
 
 WEIGHT_SHARING = ("embeddings", "none", "all", "gdes")
 MASK_SCHEMES = ("electra", "bert")
+REPEATED = ("average", "first")  # model/positions.py scatter_positions
 # training/optimization.create_optimizer
 OPTIMIZERS = ("adam_weight_decay", "adamw", "lamb")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
@@ -80,6 +81,9 @@ class PretrainingConfig:
   mask_scheme: str = ""  # "electra": [MASK] or keep; "bert": 80/10/10
   mask_replace_prob: float = 0.85  # electra scheme: share of picks -> [MASK]
   max_predictions_per_seq: Optional[int] = None  # (mask_prob+.005)*seq_len
+  # A position masking picks twice gets the original's floordiv(sum, count)
+  # of the generator's samples ("average"), or the first slot's ("first").
+  repeated_positions: str = "average"
   temperature: float = 1.0  # generator (SCRIPT: Gumbel) sampling temperature
   disallow_correct: bool = False  # never sample the original token
   uniform_generator: bool = False  # samples uniform over the vocabulary
@@ -247,6 +251,7 @@ class PretrainingConfig:
       raise UserError("--model-name is required")
     load_objectives().objective_class(self.objective)  # unknown: named
     choices = (("mask_scheme", MASK_SCHEMES),
+               ("repeated_positions", REPEATED),
                ("optimizer", OPTIMIZERS), ("mixed_precision", PRECISIONS),
                ("strategy", STRATEGIES), ("input_sharding", INPUT_SHARDING),
                ("weight_sharing", WEIGHT_SHARING))

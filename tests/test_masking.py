@@ -162,11 +162,31 @@ def test_scatter_takes_the_first_slot_of_a_repeated_position():
   positions = np.array([[3, 1, 3, 0]], np.int32)
   updates = np.array([[29000, 7, 30000, 9]], np.int32)
   weights = np.array([[1.0, 1.0, 1.0, 0.0]], np.float32)
-  out, replaced = scatter_positions(ids, positions, updates, weights)
+  out, replaced = scatter_positions(ids, positions, updates, weights,
+                                    repeated="first")
   # Not 29000 + 30000 (out of vocabulary), not their mean 29500 (a token
   # no slot sampled, the original's floordiv): the first slot's sample.
   np.testing.assert_array_equal(np.asarray(out), [[1, 7, 3, 29000, 5]])
   np.testing.assert_array_equal(np.asarray(replaced), [[0, 1, 0, 1, 0]])
+  out, _ = scatter_positions(ids, positions, updates, weights)
+  np.testing.assert_array_equal(np.asarray(out), [[1, 7, 3, 29500, 5]])
+
+
+def test_repeated_positions_average_as_the_original_does():
+  """The default is the original's scatter_update, as it computed it
+  (tests/reference/scatter_update.json): floordiv(sum, count) at a
+  repeated position; a slot at position 0 is padding (weight 0)."""
+  path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "reference", "scatter_update.json")
+  with open(path) as f:
+    ref = json.load(f)
+  positions = np.array(ref["positions"], np.int32)
+  out, replaced = scatter_positions(
+      np.array(ref["sequence"], np.int32), positions,
+      np.array(ref["updates"], np.int32), (positions > 0).astype(np.float32))
+  np.testing.assert_array_equal(np.asarray(out), ref["int32"]["output"])
+  np.testing.assert_array_equal(np.asarray(replaced),
+                                ref["int32"]["updated_mask"])
 
 
 def test_deterministic_per_seed_and_dynamic_across_seeds():

@@ -23,6 +23,10 @@ import numpy as np
 from scipy import stats
 
 SIDES = ("original", "ours")
+# Our pretraining runs: with today's default (repeated_positions average,
+# the original's), and those made before it with the first slot's sample.
+OURS = {"ours": "ours", "ours_first": "ours, first slot"}
+PRETRAIN_SIDES = ("original",) + tuple(OURS)
 EVAL_METRICS = (("disc_auc", "discriminator AUC"),
                 ("disc_loss", "discriminator loss"),
                 ("masked_lm_accuracy", "generator MLM accuracy"),
@@ -56,7 +60,7 @@ def read_pretraining(records):
   """{side: {seed: {"eval": {step: metrics}, "train": {step: loss}}}}."""
   runs = collections.defaultdict(dict)
   for folder in sorted(glob.glob(os.path.join(records, "pretrain", "*"))):
-    match = re.fullmatch(r"(original|ours)_seed(\d+)",
+    match = re.fullmatch(r"(original|ours|ours_first)_seed(\d+)",
                          os.path.basename(folder))
     if not match:
       continue
@@ -103,39 +107,60 @@ def pretraining_table(runs):
   # A run stopped before its evals (a session's end) shows in the plot's
   # training loss only.
   seeds = {side: sorted(s for s, run in runs.get(side, {}).items()
-                        if run["eval"]) for side in SIDES}
-  unfinished = [f"{side} seed {s}" for side in SIDES
+                        if run["eval"]) for side in PRETRAIN_SIDES}
+  ours = [side for side in OURS if seeds[side]]
+  unfinished = [f"{side} seed {s}" for side in PRETRAIN_SIDES
                 for s, run in sorted(runs.get(side, {}).items())
                 if not run["eval"]]
+  shown = ["original"] + ours
   steps = sorted(set.intersection(*[
-      set(runs[side][s]["eval"]) for side in SIDES for s in seeds[side]
-  ])) if all(seeds.values()) else []
+      set(runs[side][s]["eval"]) for side in shown for s in seeds[side]
+  ])) if seeds["original"] and ours else []
   pending = (f" (not yet evaluated: {', '.join(unfinished)})"
              if unfinished else "")
   lines.append(
-      f"Held-out eval at every checkpoint: mean over pretraining seeds "
-      f"[min, max]; original seeds {seeds['original']}, ours "
-      f"{seeds['ours']}{pending}. \"ranges overlap\": the two sides' seed "
-      "ranges share a value (with one seed a side, a range is a point and "
-      "this says nothing). The discriminator's AUC and loss are ours' "
-      "definitions on both sides (sklearn's exact AUC and the mean log loss "
-      "over real tokens), computed for the original from its own outputs; "
-      "its records also keep its own `disc_auc` (`tf.metrics.auc`: 200 "
-      "thresholds, padding counted as negatives scored 0) and `disc_loss` "
-      "(a mean of row means).")
+      "Held-out eval at every checkpoint: mean over pretraining seeds "
+      "[min, max]; seeds: " + "; ".join(
+          f"{side} {seeds[side]}" for side in PRETRAIN_SIDES) + pending +
+      ". `ours` is today's default (a position masking picks twice gets the"
+      " original's floordiv-averaged generator sample, `repeated_positions:"
+      " average`); `ours, first slot` ran before that default, with the "
+      "first slot's sample (`repeated_positions: first`). \"ranges "
+      "overlap\": a side's seed range shares a value with the original's "
+      "(with one seed a side, a range is a point and this says nothing); "
+      "Welch's t-test (scipy) over the seeds at the last step. The "
+      "discriminator's AUC and loss are ours' definitions on all sides "
+      "(sklearn's exact AUC and the mean log loss over real tokens), "
+      "computed for the original from its own outputs; its records also "
+      "keep its own `disc_auc` (`tf.metrics.auc`: 200 thresholds, padding "
+      "counted as negatives scored 0) and `disc_loss` (a mean of row means).")
   for key, title in EVAL_METRICS:
-    lines += ["", f"**{title}** (`{key}`)", "",
-              "| step | original | ours | ours - original | ranges overlap |",
-              "|---|---|---|---|---|"]
+    header = "| step | original |" + "".join(
+        f" {OURS[side]} | - original | overlap |" for side in ours)
+    lines += ["", f"**{title}** (`{key}`)", "", header,
+              "|---|---|" + "---|---|---|" * len(ours)]
     for step in steps:
       values = {side: [value(side, runs[side][s]["eval"][step], key)
-                       for s in seeds[side]] for side in SIDES}
-      overlap = (min(values["ours"]) <= max(values["original"]) and
-                 max(values["ours"]) >= min(values["original"]))
-      lines.append(f"| {step} | {_spread(values['original'])} | "
-                   f"{_spread(values['ours'])} | "
-                   f"{np.mean(values['ours']) - np.mean(values['original']):+.4f}"
-                   f" | {'yes' if overlap else '**no**'} |")
+                       for s in seeds[side]] for side in shown}
+      row = f"| {step} | {_spread(values['original'])} |"
+      for side in ours:
+        overlap = (min(values[side]) <= max(values["original"]) and
+                   max(values[side]) >= min(values["original"]))
+        row += (f" {_spread(values[side])} | "
+                f"{np.mean(values[side]) - np.mean(values['original']):+.4f}"
+                f" | {'yes' if overlap else '**no**'} |")
+      lines.append(row)
+    if steps:
+      tests = []
+      for side in ours:
+        a, b = values["original"], values[side]
+        p = (stats.ttest_ind(b, a, equal_var=False).pvalue
+             if min(len(a), len(b)) > 1 and np.std(a) + np.std(b) > 0
+             else float("nan"))
+        tests.append(f"{OURS[side]} vs original p = {p:.3f} (n = {len(b)} "
+                     f"vs {len(a)})")
+      lines += ["", f"At step {steps[-1]}, Welch's t over seeds: "
+                + "; ".join(tests) + "."]
   return lines
 
 
@@ -176,9 +201,10 @@ def plot(runs, cpus, path):
   panels = list(EVAL_METRICS[:3]) + [("train", "training loss (mean of "
                                       "100 steps)")]
   fig, axes = plt.subplots(2, 2, figsize=(10, 7))
-  colors = {"original": "tab:blue", "ours": "tab:orange"}
+  colors = {"original": "tab:blue", "ours": "tab:orange",
+            "ours_first": "tab:gray"}
   for ax, (key, title) in zip(axes.flat, panels):
-    for side in SIDES:
+    for side in PRETRAIN_SIDES:
       seeds = sorted(runs.get(side, {}))
       for i, seed in enumerate(seeds):
         run = runs[side][seed]
@@ -186,7 +212,7 @@ def plot(runs, cpus, path):
                   {s: value(side, r, key) for s, r in run["eval"].items()})
         steps = sorted(series)
         done = sum(1 for s in seeds if runs[side][s]["eval"])
-        label = (f"{side} ({done} pretraining seeds"
+        label = (f"{OURS.get(side, side)} ({done} pretraining seeds"
                  + (f", {len(seeds) - done} partial" if len(seeds) > done
                     else "") + ")" if i == 0 else None)
         ax.plot(steps, [series[s] for s in steps], color=colors[side],

@@ -44,6 +44,8 @@ def _original_hparams(plan):
 def _our_argv(plan, data_dir, name, seed, eval_only=False):
   hparams = dict(plan["pretrain"], objective="electra", model_size="tiny",
                  seed=seed, keep_checkpoint_max=100, iterations_per_loop=100)
+  if name.startswith("ours_first_"):  # runs made before the default changed
+    hparams["repeated_positions"] = "first"
   argv = ["--data-dir", data_dir, "--model-name", name,
           "--hparams", json.dumps(hparams)]
   return argv + (["--no-do-train"] if eval_only else [])

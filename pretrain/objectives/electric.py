@@ -102,7 +102,8 @@ class ElectricModel(PretrainingModel):
     sampled = sample_from_softmax(gather_positions(cloze_logits, positions),
                                   self.pair.sample_seed, config.temperature)
     noised_ids, replaced = scatter_positions(input_ids, positions, sampled,
-                                             weights)
+                                             weights,
+                                             config.repeated_positions)
     # The logits of the input and the shown token in one gather; log q of
     # the shown token from the same logits as log Z (electric_logits stops
     # its gradient).

@@ -163,7 +163,7 @@ class Pair(keras.layers.Layer):
         disallow_ids=labels if config.disallow_correct else None)
     fake_ids, _ = scatter_positions(features["masked_input_ids"],
                                     features["masked_lm_positions"], sampled,
-                                    weights)
+                                    weights, config.repeated_positions)
     return dict(logits=logits, hidden=hidden, mlm_loss=mlm_loss,
                 mlm_nll=mlm_nll, sampled=sampled, fake_ids=fake_ids,
                 mlm_predictions=ops.cast(ops.argmax(logits, axis=-1),

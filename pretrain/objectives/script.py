@@ -96,7 +96,7 @@ class ScriptModel(PretrainingModel):
     sampled = sample_from_softmax(mlm_logits, self.sample_seed,
                                   config.temperature)
     fake_ids, _ = scatter_positions(features["masked_input_ids"], positions,
-                                    sampled, weights)
+                                    sampled, weights, config.repeated_positions)
     disc_labels = ops.cast(ops.not_equal(fake_ids, input_ids),
                            "float32") * input_mask
     critic = self.critic_logits(fake_ids, features, training)
