@@ -116,7 +116,7 @@ class JaxRun:
     self.arrays = load_arrays(config)
     self.arrays.check(config)  # vocab_size, as the saved config has it
     self.lock, self._commit = run_dir.prepare(
-        config, True, lock=config.do_train, latest=npz_checkpoints.latest)
+        config, True, lock=config.do_train, backend="jax")
     if importlib.util.find_spec("tensorflow"):
       # Keras' set_random_seed seeds TensorFlow too where it is installed:
       # imported here first, without its C++ banner.

@@ -28,18 +28,43 @@ def _io_errors():
   return (OSError, tf.errors.OpError) if tf else (OSError,)
 
 
-def prepare(config, is_chief, lock=False, latest=None):
-  """Creates model_dir and checks a resumed run against its config;
-  `latest(model_dir)` finds the newest checkpoint (default TensorFlow's,
-  training/checkpointing.py; the JAX driver's, training/npz_checkpoints).
+# Each backend's checkpoint files: a run goes on only on its own backend.
+CHECKPOINT_FILES = {"tensorflow": "ckpt-*.index", "jax": "ckpt-*.npz"}
+
+
+def _latest_finder(backend):
+  """The newest checkpoint of model_dir, as `backend` writes them."""
+  if backend == "jax":
+    from training.npz_checkpoints import latest  # pylint: disable=g-import-not-at-top
+  else:
+    from training.checkpointing import latest_checkpoint as latest  # pylint: disable=g-import-not-at-top
+  return latest
+
+
+def check_backend(model_dir, backend):
+  """A run trained on the other backend is refused: this one would not
+  see its checkpoints and would start over beside them."""
+  for other, pattern in CHECKPOINT_FILES.items():
+    found = storage.glob(os.path.join(model_dir, pattern))
+    if other != backend and found:
+      raise UserError(
+          f"{model_dir} holds checkpoints of a run trained with "
+          f"KERAS_BACKEND={other} ({os.path.basename(found[-1])}): go on "
+          f"with KERAS_BACKEND={other}, or use another --model-name")
+
+
+def prepare(config, is_chief, lock=False, backend="tensorflow"):
+  """Creates model_dir and checks a resumed run against its config and
+  `backend` (whose checkpoints it finds: TensorFlow's, training/
+  checkpointing.py, or the JAX driver's, training/npz_checkpoints.py).
   Returns (the RunLock taken first with `lock`, else None; commit()):
   commit() records the config (and keeps the previous one when hparams
   changed). The caller commits once the checkpoint is restored, so a run
   refused on the way leaves every file as it was."""
   path = os.path.join(config.model_dir, CONFIG_FILE)
   check_output_dir(config.model_dir, "model_dir")
-  if latest is None:
-    from training.checkpointing import latest_checkpoint as latest  # TF
+  latest = _latest_finder(backend)
+  check_backend(config.model_dir, backend)  # before the lock file is made
   try:
     storage.makedirs(config.model_dir)
   except _io_errors() as e:

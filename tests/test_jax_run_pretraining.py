@@ -15,6 +15,7 @@ import pytest
 from tests.pretraining_runs import ROOT
 from tests.pretraining_runs import build_data_dir
 from tests.pretraining_runs import hparams
+from tests.shared_data import SHARED
 
 STEPS = 40
 HPARAMS = hparams(num_train_steps=STEPS, iterations_per_loop=10,
@@ -45,7 +46,8 @@ run_pretraining.main(sys.argv[1:])
 
 
 def env(**extra):
-  out = dict(os.environ, PYTHONPATH=ROOT, KERAS_BACKEND="jax", **extra)
+  out = dict(os.environ, PYTHONPATH=ROOT, KERAS_BACKEND="jax",
+             JAX_PLATFORMS="cpu")
   out.pop("XLA_FLAGS", None)
   return dict(out, **extra)
 
@@ -164,13 +166,32 @@ def test_two_devices_train_as_one(data_dir, reference):
                                err_msg=key)
 
 
-def test_the_weights_fine_tune(reference):
+def test_the_weights_fine_tune_under_jax(data_dir, reference):
   from loading import sources  # pylint: disable=g-import-not-at-top
   source = sources.open_source(reference[0])
   assert source.kind == "npz" and source.config.objective == "electra"
+  from interop import npz_weights  # pylint: disable=g-import-not-at-top
+  assert npz_weights.read_manifest(reference[0])["step"] == STEPS
   assert os.path.isfile(source.config.vocab_file)
-  weights = source.weights()
-  assert set(weights) == {"discriminator", "generator"}
+  assert set(source.weights()) == {"discriminator", "generator"}
+  tasks = os.path.join(data_dir, "finetuning_data")
+  os.makedirs(tasks, exist_ok=True)
+  if not os.path.exists(os.path.join(tasks, "RTE")):
+    os.symlink(os.path.join(SHARED, "glue", "RTE"), os.path.join(tasks, "RTE"))
+  out = os.path.join(data_dir, "ft")
+  done = subprocess.run(
+      [sys.executable, "run_finetuning.py", "--data-dir", data_dir,
+       "--model-name", "whole", "--task-names", "rte", "--output-dir", out,
+       "--hparams", json.dumps({
+           "num_trials": 1, "train_examples_limit": 32,
+           "eval_examples_limit": 32, "num_train_epochs": 1.0,
+           "train_batch_size": 16, "eval_batch_size": 16,
+           "max_seq_length": 48})],
+      capture_output=True, text=True, timeout=600, cwd=ROOT, env=env())
+  assert done.returncode == 0, done.stderr[-3000:]
+  with open(os.path.join(out, "rte_trials.json")) as f:
+    trials = json.load(f)["trials"]
+  assert len(trials) == 1 and 0 <= trials[0]["rte"]["accuracy"] <= 100
 
 
 def test_tensorflow_only_options_are_one_line(data_dir):
@@ -179,3 +200,25 @@ def test_tensorflow_only_options_are_one_line(data_dir):
   lines = out.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith(
       "error: strategy tpu is TensorFlow's")
+
+
+def test_a_run_of_the_other_backend_is_refused(data_dir, reference):
+  """Neither backend starts over beside the other's checkpoints."""
+  tf_dir = os.path.join(data_dir, "models", "tf_run")
+  os.makedirs(tf_dir)
+  open(os.path.join(tf_dir, "ckpt-20.index"), "w").close()
+  out = run(data_dir, "tf_run")
+  assert out.returncode != 0 and sorted(os.listdir(tf_dir)) == [
+      "ckpt-20.index"]
+  assert out.stderr.strip().splitlines()[-1] == (
+      f"error: {tf_dir} holds checkpoints of a run trained with "
+      "KERAS_BACKEND=tensorflow (ckpt-20.index): go on with "
+      "KERAS_BACKEND=tensorflow, or use another --model-name")
+  on_tf = subprocess.run(
+      [sys.executable, "run_pretraining.py", "--data-dir", data_dir,
+       "--model-name", "whole", "--hparams", HPARAMS], capture_output=True,
+      text=True, timeout=600, cwd=ROOT,
+      env={k: v for k, v in env().items() if k != "KERAS_BACKEND"})
+  assert on_tf.returncode != 0
+  assert "trained with KERAS_BACKEND=jax (ckpt-40.npz)" in (
+      on_tf.stderr.strip().splitlines()[-1])
