@@ -223,16 +223,11 @@ def run(config):
   import jax
   from finetune.jax_trainer import JaxFinetuner
   finetuner = JaxFinetuner(config, setup.model_config, task, setup.data)
-  started = record.start()
-  trials = started["trials"][:config.num_trials]
+  record.start()
+  trials = record.done_trials()
   done = len(trials)
   encoder = (encoder_weights(setup.pretrained, config)
              if done < config.num_trials else None)  # read once, if needed
-  if trials:
-    print(f"{len(trials)} of {config.num_trials} trial(s) done earlier "
-          f"(recorded in {record.path}): "
-          + ("going on" if len(trials) < config.num_trials else
-             "nothing left to train"), flush=True)
   for trial in range(len(trials) + 1, config.num_trials + 1):
     seed = config.seed + trial - 1  # as the TensorFlow runner's
     print(f"trial {trial}/{config.num_trials} (seed {seed})", flush=True)
@@ -257,7 +252,7 @@ def run(config):
     record.keep(finetuner.kept, trial, results)
     finetuner.kept = None
     trials.append(results)
-    started["trials"] = trials
+    record.data["trials"] = trials
     record.write()
   summary = summarize(trials)
   if summary:

@@ -284,21 +284,16 @@ class FinetuningRunner:
     if config.distill and config.do_train:
       self.teachers.outputs()  # a bad teacher: said before any work
     self._reused_heads()  # a head that cannot be reused: said now
-    record = self.record.start()
-    trials = record["trials"][:config.num_trials]
+    self.record.start()
+    trials = self.record.done_trials()
     done = len(trials)
-    if trials:
-      print(f"{len(trials)} of {config.num_trials} trial(s) done earlier "
-            f"(recorded in {self.record.path}): "
-            + ("going on" if len(trials) < config.num_trials else
-               "nothing left to train"), flush=True)
     for trial in range(len(trials) + 1, config.num_trials + 1):
       print(f"trial {trial}/{config.num_trials} (seed "
             f"{config.seed + trial - 1})", flush=True)
       trials.append(self.run_trial(trial))
       if trials[-1]:
         print(format_table(trials[-1]), flush=True)
-      record["trials"] = trials
+      self.record.data["trials"] = trials
       self.record.write()
     if config.write_distill_outputs:
       self.teachers.write_outputs()

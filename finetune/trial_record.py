@@ -95,6 +95,16 @@ class TrialRecord:
     self.write()
     return record
 
+  def done_trials(self):
+    """The trials finished earlier (after start()), said in the log."""
+    trials = self.data["trials"][:self.config.num_trials]
+    if trials:
+      n = self.config.num_trials
+      print(f"{len(trials)} of {n} trial(s) done earlier (recorded in "
+            f"{self.path}): " + ("going on" if len(trials) < n else
+                                 "nothing left to train"), flush=True)
+    return trials
+
   def write(self):
     storage.makedirs(self.config.output_dir)
     outputs.write_text(self.path, json.dumps(self.data, indent=2))
