@@ -22,6 +22,7 @@ import numpy as np
 
 from dataset import corpus
 from dataset.example_builder import ExampleBuilder
+from dataset.sentences import split_sentences
 from training.progress import format_seconds
 from util import storage
 from util import outputs
@@ -253,7 +254,7 @@ def _write_job(job, tokenizer, log, tf):
   batch, held_flags, batch_sentences, batch_chars = [], [], 0, 0
   share = _JobShare(job)
   for doc in _job_documents(job, stats):
-    sentences = [s for p in doc for s in corpus.split_sentences(p)]
+    sentences = [s for p in doc for s in split_sentences(p)]
     batch.append(sentences)
     held_flags.append(bool(heldout_writer) and is_heldout(
         doc, job.seed, job.heldout_fraction))

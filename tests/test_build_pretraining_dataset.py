@@ -13,6 +13,7 @@ sys.path.insert(0, str(REPO))
 
 from dataset import build as dataset_build  # noqa: E402
 from dataset import corpus  # noqa: E402
+from dataset.sentences import split_sentences  # noqa: E402
 from tests.dataset_builds import SEQ
 from tests.dataset_builds import read_examples
 from tests.dataset_builds import run_builder
@@ -114,10 +115,10 @@ def test_deterministic(sample_build, tmp_path):
 def test_sentence_splitter():
   text = ("Mr. Smith met J. R. R. Tolkien in 1950. He said: \"Fine.\" Was it "
           "cold? Yes! 3 men left, e.g. Bob. the end")
-  assert corpus.split_sentences(text) == [
+  assert split_sentences(text) == [
       "Mr. Smith met J. R. R. Tolkien in 1950.", "He said: \"Fine.\"",
       "Was it cold?", "Yes!", "3 men left, e.g. Bob. the end"]
-  assert corpus.split_sentences("  ") == []
+  assert split_sentences("  ") == []
 
 
 def test_format_detection_and_wikiextractor_reader(tmp_path):
