@@ -6,18 +6,20 @@ Three formats are recognised per file:
   * WikiExtractor: `<doc ...>` title-line paragraphs... `</doc>`;
   * JSON Lines: one object per line whose "text" field is a document.
 Hostile input is never fatal: bytes that are not UTF-8 are dropped, control
-characters are removed (see `clean_text`), lines or files that are mostly
-binary and files that cannot be read are skipped. `ReadStats` counts all of
-it so the builder can say what it left out and why.
+characters are removed (see `dataset.text_lines`), lines or files that are
+mostly binary and files that cannot be read are skipped. `ReadStats` counts
+all of it so the builder can say what it left out and why.
 """
 
 import dataclasses
 import json
 import os
-import re
 import stat
 import sys
 
+from dataset.text_lines import BinaryFile
+from dataset.text_lines import clean_text
+from dataset.text_lines import read_lines
 from util import storage
 from util.errors import UserError
 
@@ -25,33 +27,8 @@ PLAIN = "plain"
 WIKIEXTRACTOR = "wikiextractor"
 JSONL = "jsonl"
 
-_READ_CHUNK = 8 << 20  # bytes per read: large files never sit whole in RAM
-# A "line" without a newline is cut here (at a space if it can be), so one
-# huge line never needs more memory than this. Long enough for a book-sized
-# JSON Lines record.
-_MAX_LINE_BYTES = 64 << 20
-_SNIFF_BYTES = 8192  # head of a file looked at to tell binary from text
-# Lines (and file heads) with more than this share of undecodable bytes or
-# control characters are binary, not text with a few bad bytes.
-_MAX_JUNK_SHARE = 0.25
 _MAX_PROBLEMS = 5  # unreadable paths remembered for messages
 GLOB_CHARS = "*?["
-
-# Undecodable bytes (already U+FFFD), C0/C1 controls other than whitespace,
-# and lone surrogates (from JSON "\ud800" escapes; TF cannot encode them).
-# BERT's basic tokenizer drops these too.
-_JUNK = "\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffd"
-_JUNK_RE = re.compile(f"[{_JUNK}]")
-# Invisible format characters (soft hyphen, zero-width space, bidi marks,
-# word joiner, BOM): dropped too. ZWJ/ZWNJ stay: emoji sequences and some
-# scripts need them.
-_INVISIBLE = ("\u00ad\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064"
-              "\u2066-\u2069\ufeff")
-_DROP_RE = re.compile(f"[{_JUNK}{_INVISIBLE}]+")
-# Whitespace other than " " and "\n" (tab, VT, FF, CR, NEL, line and
-# paragraph separators) becomes a space: tokenizers disagree on these.
-_SPACE_RE = re.compile("[\t\x0b\x0c\r\x85\u2028\u2029]")
-_ODD_RE = re.compile(f"[{_JUNK}{_INVISIBLE}\t\x0b\x0c\r\x85\u2028\u2029]")
 
 
 @dataclasses.dataclass
@@ -60,7 +37,7 @@ class ReadStats:
   docs: int = 0  # documents yielded
   skipped_docs: int = 0  # documents with no text at all
   bad_byte_lines: int = 0  # lines with undecodable bytes (bytes dropped)
-  long_lines_cut: int = 0  # lines over _MAX_LINE_BYTES, cut into pieces
+  long_lines_cut: int = 0  # over text_lines._MAX_LINE_BYTES, cut up
   binary_lines: int = 0  # lines of mostly junk (bad bytes, controls)
   malformed_json_lines: int = 0  # JSON Lines lines that do not parse
   json_lines_without_text: int = 0  # not an object or no string "text"
@@ -222,123 +199,16 @@ def describe_skipped(stats):
   return text or "no usable files"
 
 
-def _cut_point(data, limit):
-  """Where to cut a too-long line: after the last space before `limit`,
-  else at a UTF-8 character boundary (never inside a character)."""
-  cut = data.rfind(b" ", limit // 2, limit)
-  if cut >= 0:
-    return cut + 1
-  cut = limit
-  while cut > limit - 4 and (data[cut] & 0xC0) == 0x80:
-    cut -= 1
-  return cut
-
-
-def _open(path):
-  # Local files through Python: tf.io.gfile rejects names that are not
-  # UTF-8 (they arrive here surrogate-escaped).
-  return storage.open_file(path, "rb") if "://" in path else open(path, "rb")
-
-
-class _BinaryFile(Exception):
-  """Raised on the first read of a file that is not text."""
-
-
-def _byte_lines(path, stats):
-  """Yields the lines of a file as bytes, reading in large chunks."""
-  with _open(path) as f:
-    parts, size = [], 0  # the unfinished line
-    first = True
-    while True:
-      chunk = f.read(_READ_CHUNK)
-      if not chunk:
-        break
-      if first and is_binary(chunk[:_SNIFF_BYTES]):
-        raise _BinaryFile(path)
-      first = False
-      newline = chunk.find(b"\n")
-      if newline >= 0:
-        parts.append(chunk[:newline])
-        yield b"".join(parts)
-        lines = chunk[newline + 1:].split(b"\n")
-        rest = lines.pop()
-        yield from lines
-        parts, size = [rest], len(rest)
-      else:
-        # Joined only once a newline comes: no quadratic copying.
-        parts.append(chunk)
-        size += len(chunk)
-      if size > _MAX_LINE_BYTES:
-        line = b"".join(parts)
-        while len(line) > _MAX_LINE_BYTES:
-          cut = _cut_point(line, _MAX_LINE_BYTES)
-          stats.long_lines_cut += 1
-          yield line[:cut]
-          line = line[cut:]
-        parts, size = [line], len(line)
-    if size:
-      yield b"".join(parts)
-
-
-def _junk_share(text):
-  """Share of undecodable / control characters among the visible ones."""
-  visible = len(text) - sum(text.count(c) for c in " \t\r")
-  junk = len(text) - len(_JUNK_RE.sub("", text))
-  return junk / max(visible, 1)
-
-
-def clean_text(text):
-  """Drops control, undecodable and invisible characters and turns odd
-  whitespace into spaces; keeps newlines. Cheap for ordinary text."""
-  if not _ODD_RE.search(text):
-    return text
-  return _SPACE_RE.sub(" ", _DROP_RE.sub("", text))
-
-
-def _text_lines(path, stats):
-  """Cleaned lines of a file; None for a dropped junk line (mostly
-  undecodable bytes or control characters), counted as a binary line."""
-  for raw in _byte_lines(path, stats):
-    try:
-      line = raw.decode("utf-8")
-    except UnicodeDecodeError:
-      stats.bad_byte_lines += 1
-      line = raw.decode("utf-8", errors="replace")
-    cleaned = clean_text(line)
-    if cleaned is line:  # the common case: nothing odd in it
-      yield line
-    elif not cleaned.strip():
-      if _JUNK_RE.search(line):
-        stats.binary_lines += 1
-        yield None
-      else:  # only spaces or invisible characters: still a blank line
-        yield ""
-    elif _junk_share(line) > _MAX_JUNK_SHARE:
-      stats.binary_lines += 1
-      yield None
-    else:
-      yield cleaned
-
-
-def is_binary(head):
-  """Whether the first bytes of a file look like binary data, not text."""
-  if not head:
-    return False
-  # A cut multi-byte character at the end is not junk.
-  text = head.decode("utf-8", errors="replace").rstrip("\ufffd")
-  return _junk_share(text) > _MAX_JUNK_SHARE
-
-
 def _first_lines(path, count=8):
   """Up to `count` first non-blank lines (as text) of a file."""
   lines = []
   try:
-    for line in _text_lines(path, ReadStats()):
+    for line in read_lines(path, ReadStats()):
       if line and line.strip():
         lines.append(line.strip())
         if len(lines) == count:
           break
-  except _BinaryFile:
+  except BinaryFile:
     pass  # the reader will say so
   return lines
 
@@ -377,7 +247,7 @@ def _paragraphs(text):
 def _read_plain(path, stats):
   doc = []
   junk = False  # lines without usable text since the last document
-  for line in _text_lines(path, stats):
+  for line in read_lines(path, stats):
     if line is None:
       junk = True
       continue
@@ -399,7 +269,7 @@ def _read_plain(path, stats):
 def _read_wikiextractor(path, stats):
   doc = None
   title_pending = False
-  for line in _text_lines(path, stats):
+  for line in read_lines(path, stats):
     stripped = line.strip() if line is not None else None
     if stripped is not None and (stripped.startswith("<doc ") or
                                  stripped == "<doc>"):
@@ -429,7 +299,7 @@ def _read_wikiextractor(path, stats):
 
 
 def _read_jsonl(path, stats):
-  for line in _text_lines(path, stats):
+  for line in read_lines(path, stats):
     if line is None or not line.strip():  # junk lines are counted already
       continue
     try:
@@ -466,7 +336,7 @@ def read_documents(path, stats=None, fmt=None):
       stats.docs += 1
       yielded = True
       yield doc
-  except _BinaryFile:
+  except BinaryFile:
     stats.binary_files += 1
     return
   except _io_errors() as e:

@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 import configure_pretraining  # noqa: E402
 from dataset import build as dataset_build  # noqa: E402
 from dataset import corpus  # noqa: E402
+from dataset import text_lines  # noqa: E402
 from tests.dataset_builds import read_examples  # noqa: E402
 from tests.dataset_builds import run_builder  # noqa: E402
 
@@ -384,7 +385,7 @@ def test_control_characters_are_cleaned(cases, tmp_path, capsys,
     assert code == 0, err
     shards[name] = (out_dir / "pretrain_data.tfrecord-0-of-1").read_bytes()
   assert shards["dirty"] == shards["clean"]
-  assert corpus.clean_text(DIRTY).split() == CLEAN.split()
+  assert text_lines.clean_text(DIRTY).split() == CLEAN.split()
 
 
 def test_sentencepiece(cases, tmp_path, capsys):
@@ -422,7 +423,7 @@ def test_unreadable_files_are_counted(cases, tmp_path, capsys, monkeypatch):
         f"File {name} here.\n\n" +
         "".join(f"Doc {i}.\n\n" for i in range(9)) +
         "Long document. " * 40 + "\n")
-  real_open, real_listdir = corpus._open, os.listdir
+  real_open, real_listdir = text_lines._open, os.listdir
 
   class FailsLater:
     """Reads the first chunk, then the disk "goes away"."""
@@ -457,8 +458,8 @@ def test_unreadable_files_are_counted(cases, tmp_path, capsys, monkeypatch):
       raise PermissionError(13, "Permission denied", path)
     return real_listdir(path)
 
-  monkeypatch.setattr(corpus, "_open", fake_open)
-  monkeypatch.setattr(corpus, "_READ_CHUNK", 256)
+  monkeypatch.setattr(text_lines, "_open", fake_open)
+  monkeypatch.setattr(text_lines, "_READ_CHUNK", 256)
   monkeypatch.setattr(os, "listdir", fake_listdir)
   code, out, err = build(capsys, corpus_dir=root, vocab_file=VOCAB,
                          output_dir=tmp_path / "out", max_seq_length=SEQ,
@@ -475,7 +476,7 @@ def test_unreadable_files_are_counted(cases, tmp_path, capsys, monkeypatch):
   # Only unreadable files left: a one-line error, exit 2.
   (root / "ok.txt").unlink()
   (root / "fails_later.txt").unlink()
-  monkeypatch.setattr(corpus, "_open", fake_open)
+  monkeypatch.setattr(text_lines, "_open", fake_open)
   monkeypatch.setattr(os, "listdir", fake_listdir)
   code, _, err = build(capsys, corpus_dir=root, vocab_file=VOCAB,
                        output_dir=tmp_path / "out2", max_seq_length=SEQ)
@@ -484,8 +485,8 @@ def test_unreadable_files_are_counted(cases, tmp_path, capsys, monkeypatch):
 
 
 def test_huge_line_is_cut_without_breaking_characters(tmp_path, monkeypatch):
-  monkeypatch.setattr(corpus, "_READ_CHUNK", 4096)
-  monkeypatch.setattr(corpus, "_MAX_LINE_BYTES", 50_000)
+  monkeypatch.setattr(text_lines, "_READ_CHUNK", 4096)
+  monkeypatch.setattr(text_lines, "_MAX_LINE_BYTES", 50_000)
   spaced = "word " * 30_000  # cut at spaces
   solid = "ж中" * 40_000  # no spaces: cut between characters
   path = tmp_path / "huge.txt"
@@ -501,16 +502,16 @@ def test_huge_line_is_cut_without_breaking_characters(tmp_path, monkeypatch):
 
 
 def test_clean_text():
-  assert corpus.clean_text("plain text") == "plain text"
-  assert corpus.clean_text("a\x00b\x7fc\x9bd\ufffde") == "abcde"
-  assert corpus.clean_text("a\tb\rc\x0bd\x0ce\x85f\u2028g\u2029h") == (
+  assert text_lines.clean_text("plain text") == "plain text"
+  assert text_lines.clean_text("a\x00b\x7fc\x9bd\ufffde") == "abcde"
+  assert text_lines.clean_text("a\tb\rc\x0bd\x0ce\x85f\u2028g\u2029h") == (
       "a b c d e f g h")
-  assert corpus.clean_text("\ufeffz\u200bw\u00adj\u200ek") == "zwjk"
-  assert corpus.clean_text("lone \ud800 surrogate") == "lone  surrogate"
+  assert text_lines.clean_text("\ufeffz\u200bw\u00adj\u200ek") == "zwjk"
+  assert text_lines.clean_text("lone \ud800 surrogate") == "lone  surrogate"
   # Joiners stay: emoji sequences and some scripts need them.
   family = "👨\u200d👩\u200d👧"
-  assert corpus.clean_text(family) == family
-  assert corpus.clean_text("keeps\nnewlines") == "keeps\nnewlines"
+  assert text_lines.clean_text(family) == family
+  assert text_lines.clean_text("keeps\nnewlines") == "keeps\nnewlines"
 
 
 def test_cli_subprocesses(cases, tmp_path):
