@@ -21,6 +21,7 @@ import zlib
 import numpy as np
 
 from dataset import corpus
+from dataset import corpus_files
 from dataset.example_builder import ExampleBuilder
 from dataset.sentences import split_sentences
 from training.progress import format_seconds
@@ -324,7 +325,7 @@ def check_not_corpus(config):
   shards would mix with the user's text, and --overwrite would replace
   files (vocab.txt, metadata.json) that may be the user's own."""
   out = _real(config.output_dir)
-  pattern = any(c in config.corpus_dir for c in corpus.GLOB_CHARS)
+  pattern = any(c in config.corpus_dir for c in corpus_files.GLOB_CHARS)
   for found in (storage.glob(config.corpus_dir) if pattern else
                 [config.corpus_dir]):
     where = _real(found)
@@ -596,12 +597,13 @@ def build_dataset(config):
   """Builds the dataset `config` (a validated BuildConfig) describes."""
   check_output_dir(config)
   walk_stats = corpus.ReadStats()
-  files = corpus.find_files(config.corpus_dir, stats=walk_stats)
+  files = corpus_files.find_files(config.corpus_dir, stats=walk_stats)
   probe = corpus.ReadStats()
   if not _has_text(files, probe):
     probe.add(walk_stats)
     raise UserError(f"corpus has no text: {config.corpus_dir} "
-                    f"({len(files)} file(s): {corpus.describe_skipped(probe)})")
+                    f"({len(files)} file(s): "
+                    f"{corpus_files.describe_skipped(probe)})")
   import_tensorflow(with_text=True)  # seconds: after the quick checks
   if config.vocab_file:
     vocab = tokenization.read_vocab_source(config.vocab_file)

@@ -13,6 +13,7 @@ sys.path.insert(0, str(REPO))
 
 from dataset import build as dataset_build  # noqa: E402
 from dataset import corpus  # noqa: E402
+from dataset import corpus_files  # noqa: E402
 from dataset.sentences import split_sentences  # noqa: E402
 from tests.dataset_builds import SEQ
 from tests.dataset_builds import read_examples
@@ -364,7 +365,7 @@ def test_heldout_documents_never_reach_the_training_shards(tmp_path):
                   heldout_fraction=0.25)
   assert code == 0
   meta, arrays = check_dataset(out)  # training shards and their counts
-  docs = [d for p in corpus.find_files(str(SAMPLE_DIR))
+  docs = [d for p in corpus_files.find_files(str(SAMPLE_DIR))
           for d in corpus.read_documents(p)][:60]
   expected = sum(dataset_build.is_heldout(d, 12345, 0.25) for d in docs)
   assert 5 <= expected <= 25  # about a quarter
