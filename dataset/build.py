@@ -13,7 +13,6 @@ import json
 import multiprocessing
 import os
 import random
-import re
 import sys
 import time
 import zlib
@@ -22,27 +21,21 @@ import numpy as np
 
 from dataset import corpus
 from dataset import corpus_files
+from dataset import output_files
 from dataset.example_builder import ExampleBuilder
+from dataset.output_files import HELDOUT_PREFIX
+from dataset.output_files import TEMP_PREFIX
+from dataset.output_files import shard_name
 from dataset.sentences import split_sentences
 from training.progress import format_seconds
 from util import storage
-from util import outputs
 from util import tokenization
 from util.errors import UserError
 from util.errors import cause
 from util.tf_quiet import import_tensorflow
 
 FORMAT_VERSION = 1
-SHARD_PREFIX = "pretrain_data.tfrecord-"
-SHARD_PATTERN = SHARD_PREFIX + "*"
-HELDOUT_PREFIX = "heldout_data.tfrecord-"
-HELDOUT_PATTERN = HELDOUT_PREFIX + "*"
-TEMP_PREFIX = "incomplete."  # a build's files until all of it is done
-METADATA = "metadata.json"
-TOKEN_COUNTS = "token_counts.txt"
 FEATURES = ("input_ids", "input_mask", "segment_ids")
-_SHARD_RE = re.compile(
-    r"^(incomplete\.)?(pretrain|heldout)_data\.tfrecord-\d+-of-\d+$")
 _SENTENCES_PER_BATCH = 8192  # sentences per tokenizer call
 # Characters per tokenizer call too: a few huge lines must not pile up.
 _CHARS_PER_BATCH = 32 << 20
@@ -66,10 +59,6 @@ class Job:
   seed: int
   heldout_fraction: float = 0.0
   heldout_shard: tuple = ()  # (temporary path, final path)
-
-
-def shard_name(i, n):
-  return f"{SHARD_PREFIX}{i}-of-{n}"
 
 
 def is_heldout(doc, seed, fraction):
@@ -286,7 +275,7 @@ def _write_job(job, tokenizer, log, tf):
   for writer in writers + ([heldout_writer] if heldout_writer else []):
     writer.close()
   # The shards keep their incomplete names until every job is done
-  # (commit_outputs).
+  # (output_files.commit_outputs).
   stats.seconds = time.time() - start
   # A plain dict: worker results must unpickle without this module.
   return dict(vars(stats))
@@ -295,117 +284,6 @@ def _write_job(job, tokenizer, log, tf):
 def _run_job_in_worker(job):
   return run_job(job)
 
-
-def _our_files(output_dir, extra_names=()):
-  """Files in output_dir that this tool wrote (and may replace)."""
-  names = {METADATA, TOKEN_COUNTS, "vocab.txt"} | set(extra_names)
-  meta = storage.join(output_dir, METADATA)
-  if storage.exists(meta):
-    try:
-      old = json.loads(storage.read_text(meta)).get("vocab_file", "")
-      if isinstance(old, str) and old and "/" not in old:
-        names.add(old)
-    except (ValueError, AttributeError):
-      pass
-  names |= {n + ".tmp" for n in names}
-  return [storage.join(output_dir, n) for n in storage.listdir(output_dir)
-          if n in names or _SHARD_RE.match(n) or n == TEMP_PREFIX + "probe"]
-
-
-def _real(path):
-  return path.rstrip("/") if "://" in path else os.path.realpath(path)
-
-
-def _within(path, folder):
-  return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def check_not_corpus(config):
-  """The output directory neither is, holds, nor lies in the corpus: the
-  shards would mix with the user's text, and --overwrite would replace
-  files (vocab.txt, metadata.json) that may be the user's own."""
-  out = _real(config.output_dir)
-  pattern = any(c in config.corpus_dir for c in corpus_files.GLOB_CHARS)
-  for found in (storage.glob(config.corpus_dir) if pattern else
-                [config.corpus_dir]):
-    where = _real(found)
-    what = ("is the corpus directory" if out == where else
-            f"holds the corpus ({found})" if _within(where, out) else
-            f"lies inside the corpus directory {found}"
-            if _within(out, where) and storage.isdir(found) else "")
-    if what:
-      raise UserError(f"output directory {config.output_dir} {what}: "
-                      "choose an --output-dir outside the corpus (nothing "
-                      "was written)")
-
-
-def check_output_dir(config):
-  """Refuses a used output directory unless --overwrite."""
-  out = config.output_dir
-  if storage.exists(out) and not storage.isdir(out):
-    raise UserError(f"output path exists and is not a directory: {out}")
-  check_not_corpus(config)
-  outputs.check_output_dir(out, "output_dir")  # links, permissions
-  if (storage.exists(out) and storage.listdir(out) and
-      not config.overwrite):
-    raise UserError(f"output directory {out} is not empty; pass --overwrite "
-                    f"to replace a previous build (other files are kept)")
-
-
-def prepare_output_dir(config):
-  """Creates the output dir and checks it is writable. An earlier build
-  there is replaced only once this one is complete (commit_outputs)."""
-  tf = import_tensorflow(with_text=True)
-  out = config.output_dir
-  try:
-    storage.makedirs(out)
-    probe = storage.join(out, TEMP_PREFIX + "probe")
-    with storage.open_file(probe, "w") as f:
-      f.write("ok")
-    storage.remove(probe)
-  except (OSError, tf.errors.OpError) as e:
-    raise UserError(f"cannot write to output directory {out}: "
-                    f"{cause(e)}") from None
-
-
-def _remove_incomplete(output_dir):
-  """What a failed build wrote: its files all have incomplete names."""
-  if storage.isdir(output_dir):
-    for name in storage.listdir(output_dir):
-      if name.startswith(TEMP_PREFIX):
-        storage.remove(storage.join(output_dir, name))
-
-
-def commit_outputs(config, jobs, staged):
-  """Gives the finished build its names: `staged` ({name: bytes}, written
-  here first under incomplete names; metadata.json last) and the jobs'
-  shards. An earlier build's files are replaced (or, when this build has
-  none of that name, removed) only now, so a build that fails (a full
-  disk) leaves the earlier one as it was."""
-  tf = import_tensorflow(with_text=True)
-  out = config.output_dir
-  temp = {name: storage.join(out, TEMP_PREFIX + name) for name in staged}
-  try:
-    for name, data in staged.items():
-      with storage.open_file(temp[name], "wb") as f:
-        f.write(data)
-  except (OSError, tf.errors.OpError) as e:
-    raise UserError(f"cannot write {storage.join(out, name)}: {cause(e)}"
-                    ) from None
-  renames = [(tmp, final) for job in jobs for _, tmp, final in job.shards]
-  renames += [job.heldout_shard for job in jobs if job.heldout_shard]
-  renames += [(temp[n], storage.join(out, n)) for n in staged if n != METADATA]
-  new = {final for _, final in renames} | {storage.join(out, METADATA)}
-  stale = [p for p in _our_files(out) if p not in new and
-           not os.path.basename(p).startswith(TEMP_PREFIX)]
-  meta = storage.join(out, METADATA)
-  if storage.exists(meta):  # the earlier build is incomplete from here on
-    storage.remove(meta)
-  for tmp, final in renames:
-    storage.rename(tmp, final, overwrite=True)
-  for path in stale:
-    storage.remove(path)
-  storage.rename(temp[METADATA], meta, overwrite=True)
 
 
 def _has_text(files, stats):
@@ -557,9 +435,9 @@ def write_outputs(config, jobs, results, tokenizer, vocab, files,
       "skipped": skipped_counts(read, total("empty_docs")),
       "num_input_files": len(files),
       "num_shards": n,
-      "shard_pattern": SHARD_PATTERN,
+      "shard_pattern": output_files.SHARD_PATTERN,
       "examples_per_shard": shard_examples,
-      "token_counts_file": TOKEN_COUNTS,
+      "token_counts_file": output_files.TOKEN_COUNTS,
       # token_counts.txt counts every position of input_ids, padding too.
       "token_counts_include_padding": True,
       "num_processes": len(jobs),
@@ -572,11 +450,12 @@ def write_outputs(config, jobs, results, tokenizer, vocab, files,
       "num_heldout_tokens": total("heldout_tokens"),
   }
   if config.heldout_fraction > 0:
-    metadata["heldout_shard_pattern"] = HELDOUT_PATTERN
-  commit_outputs(config, jobs, {
+    metadata["heldout_shard_pattern"] = output_files.HELDOUT_PATTERN
+  output_files.commit_outputs(config, jobs, {
       vocab.name: vocab.data,
-      TOKEN_COUNTS: "".join(f"{int(c)}\n" for c in token_counts).encode(),
-      METADATA: (json.dumps(metadata, indent=2) + "\n").encode()})
+      output_files.TOKEN_COUNTS: "".join(
+          f"{int(c)}\n" for c in token_counts).encode(),
+      output_files.METADATA: (json.dumps(metadata, indent=2) + "\n").encode()})
   return metadata, read
 
 
@@ -595,7 +474,7 @@ _CLEAN_LABELS = {
 
 def build_dataset(config):
   """Builds the dataset `config` (a validated BuildConfig) describes."""
-  check_output_dir(config)
+  output_files.check_output_dir(config)
   walk_stats = corpus.ReadStats()
   files = corpus_files.find_files(config.corpus_dir, stats=walk_stats)
   probe = corpus.ReadStats()
@@ -615,10 +494,10 @@ def build_dataset(config):
   out = config.output_dir
   made = not storage.exists(out)
   try:
-    prepare_output_dir(config)
+    output_files.prepare_output_dir(config)
     return _build(config, files, vocab, tokenizer, walk_stats)
   finally:  # nothing half-written is left, however the build ends
-    _remove_incomplete(out)
+    output_files.remove_incomplete(out)
     if made and storage.isdir(out) and not storage.listdir(out):
       storage.rmtree(out)
 
@@ -668,7 +547,8 @@ def _build(config, files, vocab, tokenizer, walk_stats):
   if config.heldout_fraction > 0:
     print(f"held out: {meta['num_heldout_documents']} of "
           f"{meta['num_documents']} docs, {meta['num_heldout_examples']} "
-          f"examples ({HELDOUT_PATTERN}), never trained on", flush=True)
+          f"examples ({output_files.HELDOUT_PATTERN}), never trained on",
+          flush=True)
   print(f"done: {meta['num_documents']} docs, "
         f"{meta['num_tokens_tokenized']} tokens, "
         f"{meta['num_examples']} examples in {seconds:.1f}s; "
