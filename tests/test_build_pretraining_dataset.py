@@ -11,9 +11,9 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dataset import build as dataset_build  # noqa: E402
 from dataset import corpus  # noqa: E402
 from dataset import corpus_files  # noqa: E402
+from dataset import example_writer  # noqa: E402
 from dataset.sentences import split_sentences  # noqa: E402
 from tests.dataset_builds import SEQ
 from tests.dataset_builds import read_examples
@@ -51,7 +51,7 @@ def check_dataset(out_dir, seq_len=SEQ):
   """Checks the records against metadata.json and token_counts.txt."""
   meta = metadata(out_dir)
   arrays, per_file = read_examples(out_dir, seq_len)
-  ids, mask, seg = (arrays[k] for k in dataset_build.FEATURES)
+  ids, mask, seg = (arrays[k] for k in example_writer.FEATURES)
   special = meta["special_ids"]
   n = meta["num_examples"]
   assert n > 0 and ids.shape == (n, seq_len)
@@ -367,7 +367,7 @@ def test_heldout_documents_never_reach_the_training_shards(tmp_path):
   meta, arrays = check_dataset(out)  # training shards and their counts
   docs = [d for p in corpus_files.find_files(str(SAMPLE_DIR))
           for d in corpus.read_documents(p)][:60]
-  expected = sum(dataset_build.is_heldout(d, 12345, 0.25) for d in docs)
+  expected = sum(example_writer.is_heldout(d, 12345, 0.25) for d in docs)
   assert 5 <= expected <= 25  # about a quarter
   assert meta["num_heldout_documents"] == expected
   held = _held_out_rows(out)

@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 import configure_pretraining  # noqa: E402
 from dataset import build as dataset_build  # noqa: E402
 from dataset import corpus  # noqa: E402
+from dataset import example_writer  # noqa: E402
 from dataset import text_lines  # noqa: E402
 from tests.dataset_builds import read_examples  # noqa: E402
 from tests.dataset_builds import run_builder  # noqa: E402
@@ -255,7 +256,7 @@ def check_build(out_dir, seq=SEQ):
   assert set(meta["skipped"]) == set(dataset_build.SKIP_REASONS)
   assert all(isinstance(n, int) and n >= 0 for n in meta["skipped"].values())
   arrays, per_shard = read_examples(out_dir, seq)
-  ids, mask, seg = (arrays[k] for k in dataset_build.FEATURES)
+  ids, mask, seg = (arrays[k] for k in example_writer.FEATURES)
   n = meta["num_examples"]
   assert n > 0 and ids.shape == mask.shape == seg.shape == (n, seq)
   assert per_shard == {
