@@ -30,9 +30,9 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import configure_pretraining  # noqa: E402
-from dataset import build as dataset_build  # noqa: E402
 from dataset import corpus  # noqa: E402
 from dataset import example_writer  # noqa: E402
+from dataset import metadata  # noqa: E402
 from dataset import text_lines  # noqa: E402
 from tests.dataset_builds import read_examples  # noqa: E402
 from tests.dataset_builds import run_builder  # noqa: E402
@@ -253,7 +253,7 @@ def check_build(out_dir, seq=SEQ):
   through the training pipeline. Returns (metadata, arrays)."""
   meta = json.loads((out_dir / "metadata.json").read_text())
   assert meta["max_seq_length"] == seq
-  assert set(meta["skipped"]) == set(dataset_build.SKIP_REASONS)
+  assert set(meta["skipped"]) == set(metadata.SKIP_REASONS)
   assert all(isinstance(n, int) and n >= 0 for n in meta["skipped"].values())
   arrays, per_shard = read_examples(out_dir, seq)
   ids, mask, seg = (arrays[k] for k in example_writer.FEATURES)
@@ -297,7 +297,7 @@ def _done_line(stdout):
 
 
 def _expected_skipped(names):
-  total = dict.fromkeys(dataset_build.SKIP_REASONS, 0)
+  total = dict.fromkeys(metadata.SKIP_REASONS, 0)
   for name in names:
     for key, n in EXPECTED[name][1].items():
       total[key] += n
@@ -318,8 +318,8 @@ def test_each_case_alone(cases, tmp_path, capsys, name):
     return
   meta, arrays = check_build(tmp_path / "out")
   assert meta["skipped"] == _expected_skipped([name])
-  described = dataset_build.describe_counts(meta["skipped"],
-                                           dataset_build.SKIP_REASONS)
+  described = metadata.describe_counts(meta["skipped"],
+                                      metadata.SKIP_REASONS)
   assert f"skipped: {described}" in _done_line(out)
   unk = meta["special_ids"]["unk"]
   if name == "huge_line":
@@ -360,8 +360,7 @@ def test_mixed_directory(cases, tmp_path, capsys):
   expected = _expected_skipped(EXPECTED)
   assert meta["skipped"] == expected
   done = _done_line(out)
-  described = dataset_build.describe_counts(expected,
-                                           dataset_build.SKIP_REASONS)
+  described = metadata.describe_counts(expected, metadata.SKIP_REASONS)
   assert f"skipped: {described};" in done
   for phrase in ("2 binary/non-UTF-8 files", "unreadable files",
                  "malformed JSON lines", "1 repeated directory (symlink loop)",
