@@ -69,6 +69,7 @@ def job_seed(seed, index):
 
 
 def human_count(n):
+  """1234567 -> '1.23M': counts in progress lines."""
   for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
     if abs(n) >= div:
       return f"{n / div:.2f}{unit}"
