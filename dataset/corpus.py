@@ -1,4 +1,4 @@
-"""Corpus discovery, format-sniffing readers and a light sentence splitter.
+"""Format-sniffing corpus readers: a file -> documents.
 
 Every reader yields documents, each a list of non-empty paragraph strings.
 Three formats are recognised per file:
@@ -6,52 +6,24 @@ Three formats are recognised per file:
   * WikiExtractor: `<doc ...>` title-line paragraphs... `</doc>`;
   * JSON Lines: one object per line whose "text" field is a document.
 Hostile input is never fatal: bytes that are not UTF-8 are dropped, control
-characters are removed (see `clean_text`), lines or files that are mostly
-binary and files that cannot be read are skipped. `ReadStats` counts all of
-it so the builder can say what it left out and why.
+characters are removed (see `dataset.text_lines`), lines or files that are
+mostly binary and files that cannot be read are skipped. `ReadStats` counts
+all of it so the builder can say what it left out and why.
 """
 
 import dataclasses
 import json
-import os
-import re
-import stat
 import sys
 
-from util import storage
-from util.errors import UserError
+from dataset.text_lines import BinaryFile
+from dataset.text_lines import clean_text
+from dataset.text_lines import read_lines
 
 PLAIN = "plain"
 WIKIEXTRACTOR = "wikiextractor"
 JSONL = "jsonl"
 
-_READ_CHUNK = 8 << 20  # bytes per read: large files never sit whole in RAM
-# A "line" without a newline is cut here (at a space if it can be), so one
-# huge line never needs more memory than this. Long enough for a book-sized
-# JSON Lines record.
-_MAX_LINE_BYTES = 64 << 20
-_SNIFF_BYTES = 8192  # head of a file looked at to tell binary from text
-# Lines (and file heads) with more than this share of undecodable bytes or
-# control characters are binary, not text with a few bad bytes.
-_MAX_JUNK_SHARE = 0.25
 _MAX_PROBLEMS = 5  # unreadable paths remembered for messages
-GLOB_CHARS = "*?["
-
-# Undecodable bytes (already U+FFFD), C0/C1 controls other than whitespace,
-# and lone surrogates (from JSON "\ud800" escapes; TF cannot encode them).
-# BERT's basic tokenizer drops these too.
-_JUNK = "\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffd"
-_JUNK_RE = re.compile(f"[{_JUNK}]")
-# Invisible format characters (soft hyphen, zero-width space, bidi marks,
-# word joiner, BOM): dropped too. ZWJ/ZWNJ stay: emoji sequences and some
-# scripts need them.
-_INVISIBLE = ("\u00ad\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064"
-              "\u2066-\u2069\ufeff")
-_DROP_RE = re.compile(f"[{_JUNK}{_INVISIBLE}]+")
-# Whitespace other than " " and "\n" (tab, VT, FF, CR, NEL, line and
-# paragraph separators) becomes a space: tokenizers disagree on these.
-_SPACE_RE = re.compile("[\t\x0b\x0c\r\x85\u2028\u2029]")
-_ODD_RE = re.compile(f"[{_JUNK}{_INVISIBLE}\t\x0b\x0c\r\x85\u2028\u2029]")
 
 
 @dataclasses.dataclass
@@ -60,7 +32,7 @@ class ReadStats:
   docs: int = 0  # documents yielded
   skipped_docs: int = 0  # documents with no text at all
   bad_byte_lines: int = 0  # lines with undecodable bytes (bytes dropped)
-  long_lines_cut: int = 0  # lines over _MAX_LINE_BYTES, cut into pieces
+  long_lines_cut: int = 0  # over text_lines._MAX_LINE_BYTES, cut up
   binary_lines: int = 0  # lines of mostly junk (bad bytes, controls)
   malformed_json_lines: int = 0  # JSON Lines lines that do not parse
   json_lines_without_text: int = 0  # not an object or no string "text"
@@ -93,7 +65,7 @@ def _error_line(error):
   return text.splitlines()[0] if text else type(error).__name__
 
 
-def _io_errors():
+def io_errors():
   """Exceptions that mean "this path cannot be read": OSError, plus TF's
   OpError when TF is loaded (storage then goes through tf.io.gfile)."""
   tf = sys.modules.get("tensorflow")
@@ -101,244 +73,16 @@ def _io_errors():
   return (OSError, op_error) if op_error else (OSError,)
 
 
-def _walk_remote(path, stats):
-  """All files under a gs:// (or similar) path, without recursion."""
-  out, pending = [], [path]
-  while pending:
-    top = pending.pop()
-    try:
-      names = storage.listdir(top)
-    except _io_errors() as e:
-      stats.unreadable_files += 1
-      stats.note_problem(top, e)
-      continue
-    for name in names:
-      if name.startswith("."):
-        continue
-      child = storage.join(top, name.rstrip("/"))
-      # gs:// listings mark directories with a trailing slash.
-      if name.endswith("/") or storage.isdir(child):
-        pending.append(child)
-      else:
-        out.append(child)
-  return out
-
-
-def _walk(path, stats):
-  """All regular files under a local `path`; skips hidden entries.
-
-  Iterative (deep trees cannot overflow the stack) and each directory is
-  entered once, known by device and inode (symlink loops end). Entries that
-  cannot be listed or stat'ed and special files (FIFOs would block) are
-  counted and left out.
-  """
-  out, pending, seen = [], [path], set()
-  while pending:
-    top = pending.pop()
-    try:
-      info = os.stat(top)
-      if (info.st_dev, info.st_ino) in seen:
-        stats.repeated_dirs += 1
-        continue
-      seen.add((info.st_dev, info.st_ino))
-      names = os.listdir(top)
-    except OSError as e:
-      stats.unreadable_files += 1
-      stats.note_problem(top, e)
-      continue
-    for name in sorted(names, reverse=True):
-      if name.startswith("."):
-        continue
-      child = os.path.join(top, name)
-      try:
-        mode = os.stat(child).st_mode  # follows symlinks
-      except OSError as e:  # broken symlink, symlink loop, permissions
-        stats.unreadable_files += 1
-        stats.note_problem(child, e)
-        continue
-      if stat.S_ISDIR(mode):
-        pending.append(child)
-      elif stat.S_ISREG(mode):
-        out.append(child)
-      else:
-        stats.unreadable_files += 1
-        stats.note_problem(child, "not a regular file")
-  return out
-
-
-def _expand(path, stats):
-  """The files a corpus path or glob match stands for."""
-  if "://" in path:
-    return _walk_remote(path, stats) if storage.isdir(path) else [path]
-  try:
-    mode = os.stat(path).st_mode
-  except OSError as e:
-    stats.unreadable_files += 1
-    stats.note_problem(path, e)
-    return []
-  if stat.S_ISDIR(mode):
-    return _walk(path, stats)
-  if stat.S_ISREG(mode):
-    return [path]
-  stats.unreadable_files += 1
-  stats.note_problem(path, "not a regular file")
-  return []
-
-
-def find_files(corpus, stats=None):
-  """Sorted corpus files: a directory (recursive) or a glob pattern.
-
-  Entries that cannot be used are counted in `stats` (a ReadStats).
-  """
-  stats = stats if stats is not None else ReadStats()
-  if not corpus:
-    raise UserError("no corpus given: pass --corpus-dir (a directory or a "
-                    "glob pattern)")
-  if any(c in corpus for c in GLOB_CHARS):
-    files = []
-    for match in storage.glob(corpus):
-      files.extend(_expand(match, stats))
-  elif storage.exists(corpus):
-    files = _expand(corpus, stats)
-  else:
-    raise UserError(f"corpus not found: {corpus}")
-  files = sorted(set(files))
-  if not files:
-    raise UserError(f"corpus has no files: {corpus}" + (
-        f" ({describe_skipped(stats)})" if stats.unreadable_files +
-        stats.repeated_dirs else ""))
-  return files
-
-
-def describe_skipped(stats):
-  """A short account of the unusable files of `stats`, for messages."""
-  parts = [(stats.files_without_text, "without text"),
-           (stats.binary_files, "binary/non-UTF-8"),
-           (stats.unreadable_files, "unreadable")]
-  text = ", ".join(f"{n} {what}" for n, what in parts if n)
-  if stats.repeated_dirs:
-    text += (", " if text else "") + (
-        f"{stats.repeated_dirs} repeated directory link(s)")
-  return text or "no usable files"
-
-
-def _cut_point(data, limit):
-  """Where to cut a too-long line: after the last space before `limit`,
-  else at a UTF-8 character boundary (never inside a character)."""
-  cut = data.rfind(b" ", limit // 2, limit)
-  if cut >= 0:
-    return cut + 1
-  cut = limit
-  while cut > limit - 4 and (data[cut] & 0xC0) == 0x80:
-    cut -= 1
-  return cut
-
-
-def _open(path):
-  # Local files through Python: tf.io.gfile rejects names that are not
-  # UTF-8 (they arrive here surrogate-escaped).
-  return storage.open_file(path, "rb") if "://" in path else open(path, "rb")
-
-
-class _BinaryFile(Exception):
-  """Raised on the first read of a file that is not text."""
-
-
-def _byte_lines(path, stats):
-  """Yields the lines of a file as bytes, reading in large chunks."""
-  with _open(path) as f:
-    parts, size = [], 0  # the unfinished line
-    first = True
-    while True:
-      chunk = f.read(_READ_CHUNK)
-      if not chunk:
-        break
-      if first and is_binary(chunk[:_SNIFF_BYTES]):
-        raise _BinaryFile(path)
-      first = False
-      newline = chunk.find(b"\n")
-      if newline >= 0:
-        parts.append(chunk[:newline])
-        yield b"".join(parts)
-        lines = chunk[newline + 1:].split(b"\n")
-        rest = lines.pop()
-        yield from lines
-        parts, size = [rest], len(rest)
-      else:
-        # Joined only once a newline comes: no quadratic copying.
-        parts.append(chunk)
-        size += len(chunk)
-      if size > _MAX_LINE_BYTES:
-        line = b"".join(parts)
-        while len(line) > _MAX_LINE_BYTES:
-          cut = _cut_point(line, _MAX_LINE_BYTES)
-          stats.long_lines_cut += 1
-          yield line[:cut]
-          line = line[cut:]
-        parts, size = [line], len(line)
-    if size:
-      yield b"".join(parts)
-
-
-def _junk_share(text):
-  """Share of undecodable / control characters among the visible ones."""
-  visible = len(text) - sum(text.count(c) for c in " \t\r")
-  junk = len(text) - len(_JUNK_RE.sub("", text))
-  return junk / max(visible, 1)
-
-
-def clean_text(text):
-  """Drops control, undecodable and invisible characters and turns odd
-  whitespace into spaces; keeps newlines. Cheap for ordinary text."""
-  if not _ODD_RE.search(text):
-    return text
-  return _SPACE_RE.sub(" ", _DROP_RE.sub("", text))
-
-
-def _text_lines(path, stats):
-  """Cleaned lines of a file; None for a dropped junk line (mostly
-  undecodable bytes or control characters), counted as a binary line."""
-  for raw in _byte_lines(path, stats):
-    try:
-      line = raw.decode("utf-8")
-    except UnicodeDecodeError:
-      stats.bad_byte_lines += 1
-      line = raw.decode("utf-8", errors="replace")
-    cleaned = clean_text(line)
-    if cleaned is line:  # the common case: nothing odd in it
-      yield line
-    elif not cleaned.strip():
-      if _JUNK_RE.search(line):
-        stats.binary_lines += 1
-        yield None
-      else:  # only spaces or invisible characters: still a blank line
-        yield ""
-    elif _junk_share(line) > _MAX_JUNK_SHARE:
-      stats.binary_lines += 1
-      yield None
-    else:
-      yield cleaned
-
-
-def is_binary(head):
-  """Whether the first bytes of a file look like binary data, not text."""
-  if not head:
-    return False
-  # A cut multi-byte character at the end is not junk.
-  text = head.decode("utf-8", errors="replace").rstrip("\ufffd")
-  return _junk_share(text) > _MAX_JUNK_SHARE
-
-
 def _first_lines(path, count=8):
   """Up to `count` first non-blank lines (as text) of a file."""
   lines = []
   try:
-    for line in _text_lines(path, ReadStats()):
+    for line in read_lines(path, ReadStats()):
       if line and line.strip():
         lines.append(line.strip())
         if len(lines) == count:
           break
-  except _BinaryFile:
+  except BinaryFile:
     pass  # the reader will say so
   return lines
 
@@ -377,7 +121,7 @@ def _paragraphs(text):
 def _read_plain(path, stats):
   doc = []
   junk = False  # lines without usable text since the last document
-  for line in _text_lines(path, stats):
+  for line in read_lines(path, stats):
     if line is None:
       junk = True
       continue
@@ -399,7 +143,7 @@ def _read_plain(path, stats):
 def _read_wikiextractor(path, stats):
   doc = None
   title_pending = False
-  for line in _text_lines(path, stats):
+  for line in read_lines(path, stats):
     stripped = line.strip() if line is not None else None
     if stripped is not None and (stripped.startswith("<doc ") or
                                  stripped == "<doc>"):
@@ -429,7 +173,7 @@ def _read_wikiextractor(path, stats):
 
 
 def _read_jsonl(path, stats):
-  for line in _text_lines(path, stats):
+  for line in read_lines(path, stats):
     if line is None or not line.strip():  # junk lines are counted already
       continue
     try:
@@ -466,53 +210,12 @@ def read_documents(path, stats=None, fmt=None):
       stats.docs += 1
       yielded = True
       yield doc
-  except _BinaryFile:
+  except BinaryFile:
     stats.binary_files += 1
     return
-  except _io_errors() as e:
+  except io_errors() as e:
     stats.unreadable_files += 1
     stats.note_problem(path, e)
     return
   if not yielded:
     stats.files_without_text += 1
-
-
-# A sentence ends at . ! or ? (plus closing quotes/brackets), then whitespace,
-# then something that can open a sentence: an upper-case letter, a digit or an
-# opening quote/bracket.
-_BOUNDARY = re.compile(r"([.!?][\"'\u201d\u2019)\]]*)\s+"
-                       r"(?=[\"'\u201c\u2018(\[]?[A-Z0-9\u00c0-\u00de])")
-# Words whose trailing period rarely ends a sentence.
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof st jr sr vs etc e.g i.e no vol fig approx ca c "
-    "inc ltd co corp gen col lt sgt capt rev hon gov sen rep pres mt ft "
-    "jan feb mar apr jun jul aug sep sept oct nov dec".split())
-
-
-def _ends_with_abbreviation(paragraph, start, end):
-  """Whether the word just before paragraph[end] (a period) is an
-  abbreviation or an initial, so the period does not end a sentence."""
-  # rfind, not a regex: this runs for every candidate boundary.
-  cut = max(paragraph.rfind(" ", start, end), start - 1) + 1
-  word = paragraph[cut:end].lstrip("\"'(\u201c[").rstrip(".").lower()
-  # Single letters are initials ("J. R. R. Tolkien").
-  return (len(word) == 1 and word.isalpha()) or word in _ABBREVIATIONS
-
-
-def split_sentences(paragraph):
-  """Splits a paragraph into sentences with a light regex heuristic."""
-  sentences = []
-  start = 0
-  for match in _BOUNDARY.finditer(paragraph):
-    end = match.end(1)
-    if (match.group(1)[0] == "." and
-        _ends_with_abbreviation(paragraph, start, match.start(1) + 1)):
-      continue
-    sentence = paragraph[start:end].strip()
-    if sentence:
-      sentences.append(sentence)
-    start = match.end()
-  tail = paragraph[start:].strip()
-  if tail:
-    sentences.append(tail)
-  return sentences

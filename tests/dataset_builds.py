@@ -6,8 +6,8 @@ import pathlib
 import numpy as np
 
 import build_pretraining_dataset as bpd
-from dataset import build as dataset_build
 from dataset import corpus
+from dataset import example_writer
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_data" / "corpus" / "wiki_sample.txt"
@@ -36,14 +36,14 @@ def read_examples(out_dir, seq_len=SEQ):
   the number of records per shard."""
   import tensorflow as tf
   spec = {name: tf.io.FixedLenFeature([seq_len], tf.int64)
-          for name in dataset_build.FEATURES}
-  rows = {name: [] for name in dataset_build.FEATURES}
+          for name in example_writer.FEATURES}
+  rows = {name: [] for name in example_writer.FEATURES}
   per_file = {}
   for path in sorted(pathlib.Path(out_dir).glob("pretrain_data.tfrecord-*")):
     count = 0
     for batch in tf.data.TFRecordDataset(str(path)).batch(4096):
       parsed = tf.io.parse_example(batch, spec)
-      for name in dataset_build.FEATURES:
+      for name in example_writer.FEATURES:
         assert parsed[name].dtype == tf.int64
         assert parsed[name].shape[1:] == (seq_len,)
         rows[name].append(parsed[name].numpy())

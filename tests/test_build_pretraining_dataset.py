@@ -11,8 +11,10 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dataset import build as dataset_build  # noqa: E402
 from dataset import corpus  # noqa: E402
+from dataset import corpus_files  # noqa: E402
+from dataset import example_writer  # noqa: E402
+from dataset.sentences import split_sentences  # noqa: E402
 from tests.dataset_builds import SEQ
 from tests.dataset_builds import read_examples
 from tests.dataset_builds import run_builder
@@ -49,7 +51,7 @@ def check_dataset(out_dir, seq_len=SEQ):
   """Checks the records against metadata.json and token_counts.txt."""
   meta = metadata(out_dir)
   arrays, per_file = read_examples(out_dir, seq_len)
-  ids, mask, seg = (arrays[k] for k in dataset_build.FEATURES)
+  ids, mask, seg = (arrays[k] for k in example_writer.FEATURES)
   special = meta["special_ids"]
   n = meta["num_examples"]
   assert n > 0 and ids.shape == (n, seq_len)
@@ -114,10 +116,10 @@ def test_deterministic(sample_build, tmp_path):
 def test_sentence_splitter():
   text = ("Mr. Smith met J. R. R. Tolkien in 1950. He said: \"Fine.\" Was it "
           "cold? Yes! 3 men left, e.g. Bob. the end")
-  assert corpus.split_sentences(text) == [
+  assert split_sentences(text) == [
       "Mr. Smith met J. R. R. Tolkien in 1950.", "He said: \"Fine.\"",
       "Was it cold?", "Yes!", "3 men left, e.g. Bob. the end"]
-  assert corpus.split_sentences("  ") == []
+  assert split_sentences("  ") == []
 
 
 def test_format_detection_and_wikiextractor_reader(tmp_path):
@@ -363,9 +365,9 @@ def test_heldout_documents_never_reach_the_training_shards(tmp_path):
                   heldout_fraction=0.25)
   assert code == 0
   meta, arrays = check_dataset(out)  # training shards and their counts
-  docs = [d for p in corpus.find_files(str(SAMPLE_DIR))
+  docs = [d for p in corpus_files.find_files(str(SAMPLE_DIR))
           for d in corpus.read_documents(p)][:60]
-  expected = sum(dataset_build.is_heldout(d, 12345, 0.25) for d in docs)
+  expected = sum(example_writer.is_heldout(d, 12345, 0.25) for d in docs)
   assert 5 <= expected <= 25  # about a quarter
   assert meta["num_heldout_documents"] == expected
   held = _held_out_rows(out)

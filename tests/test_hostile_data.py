@@ -30,8 +30,10 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import configure_pretraining  # noqa: E402
-from dataset import build as dataset_build  # noqa: E402
 from dataset import corpus  # noqa: E402
+from dataset import example_writer  # noqa: E402
+from dataset import metadata  # noqa: E402
+from dataset import text_lines  # noqa: E402
 from tests.dataset_builds import read_examples  # noqa: E402
 from tests.dataset_builds import run_builder  # noqa: E402
 
@@ -251,10 +253,10 @@ def check_build(out_dir, seq=SEQ):
   through the training pipeline. Returns (metadata, arrays)."""
   meta = json.loads((out_dir / "metadata.json").read_text())
   assert meta["max_seq_length"] == seq
-  assert set(meta["skipped"]) == set(dataset_build.SKIP_REASONS)
+  assert set(meta["skipped"]) == set(metadata.SKIP_REASONS)
   assert all(isinstance(n, int) and n >= 0 for n in meta["skipped"].values())
   arrays, per_shard = read_examples(out_dir, seq)
-  ids, mask, seg = (arrays[k] for k in dataset_build.FEATURES)
+  ids, mask, seg = (arrays[k] for k in example_writer.FEATURES)
   n = meta["num_examples"]
   assert n > 0 and ids.shape == mask.shape == seg.shape == (n, seq)
   assert per_shard == {
@@ -295,7 +297,7 @@ def _done_line(stdout):
 
 
 def _expected_skipped(names):
-  total = dict.fromkeys(dataset_build.SKIP_REASONS, 0)
+  total = dict.fromkeys(metadata.SKIP_REASONS, 0)
   for name in names:
     for key, n in EXPECTED[name][1].items():
       total[key] += n
@@ -316,8 +318,8 @@ def test_each_case_alone(cases, tmp_path, capsys, name):
     return
   meta, arrays = check_build(tmp_path / "out")
   assert meta["skipped"] == _expected_skipped([name])
-  described = dataset_build.describe_counts(meta["skipped"],
-                                           dataset_build.SKIP_REASONS)
+  described = metadata.describe_counts(meta["skipped"],
+                                      metadata.SKIP_REASONS)
   assert f"skipped: {described}" in _done_line(out)
   unk = meta["special_ids"]["unk"]
   if name == "huge_line":
@@ -358,8 +360,7 @@ def test_mixed_directory(cases, tmp_path, capsys):
   expected = _expected_skipped(EXPECTED)
   assert meta["skipped"] == expected
   done = _done_line(out)
-  described = dataset_build.describe_counts(expected,
-                                           dataset_build.SKIP_REASONS)
+  described = metadata.describe_counts(expected, metadata.SKIP_REASONS)
   assert f"skipped: {described};" in done
   for phrase in ("2 binary/non-UTF-8 files", "unreadable files",
                  "malformed JSON lines", "1 repeated directory (symlink loop)",
@@ -384,7 +385,7 @@ def test_control_characters_are_cleaned(cases, tmp_path, capsys,
     assert code == 0, err
     shards[name] = (out_dir / "pretrain_data.tfrecord-0-of-1").read_bytes()
   assert shards["dirty"] == shards["clean"]
-  assert corpus.clean_text(DIRTY).split() == CLEAN.split()
+  assert text_lines.clean_text(DIRTY).split() == CLEAN.split()
 
 
 def test_sentencepiece(cases, tmp_path, capsys):
@@ -422,7 +423,7 @@ def test_unreadable_files_are_counted(cases, tmp_path, capsys, monkeypatch):
         f"File {name} here.\n\n" +
         "".join(f"Doc {i}.\n\n" for i in range(9)) +
         "Long document. " * 40 + "\n")
-  real_open, real_listdir = corpus._open, os.listdir
+  real_open, real_listdir = text_lines._open, os.listdir
 
   class FailsLater:
     """Reads the first chunk, then the disk "goes away"."""
@@ -457,8 +458,8 @@ def test_unreadable_files_are_counted(cases, tmp_path, capsys, monkeypatch):
       raise PermissionError(13, "Permission denied", path)
     return real_listdir(path)
 
-  monkeypatch.setattr(corpus, "_open", fake_open)
-  monkeypatch.setattr(corpus, "_READ_CHUNK", 256)
+  monkeypatch.setattr(text_lines, "_open", fake_open)
+  monkeypatch.setattr(text_lines, "_READ_CHUNK", 256)
   monkeypatch.setattr(os, "listdir", fake_listdir)
   code, out, err = build(capsys, corpus_dir=root, vocab_file=VOCAB,
                          output_dir=tmp_path / "out", max_seq_length=SEQ,
@@ -475,7 +476,7 @@ def test_unreadable_files_are_counted(cases, tmp_path, capsys, monkeypatch):
   # Only unreadable files left: a one-line error, exit 2.
   (root / "ok.txt").unlink()
   (root / "fails_later.txt").unlink()
-  monkeypatch.setattr(corpus, "_open", fake_open)
+  monkeypatch.setattr(text_lines, "_open", fake_open)
   monkeypatch.setattr(os, "listdir", fake_listdir)
   code, _, err = build(capsys, corpus_dir=root, vocab_file=VOCAB,
                        output_dir=tmp_path / "out2", max_seq_length=SEQ)
@@ -484,8 +485,8 @@ def test_unreadable_files_are_counted(cases, tmp_path, capsys, monkeypatch):
 
 
 def test_huge_line_is_cut_without_breaking_characters(tmp_path, monkeypatch):
-  monkeypatch.setattr(corpus, "_READ_CHUNK", 4096)
-  monkeypatch.setattr(corpus, "_MAX_LINE_BYTES", 50_000)
+  monkeypatch.setattr(text_lines, "_READ_CHUNK", 4096)
+  monkeypatch.setattr(text_lines, "_MAX_LINE_BYTES", 50_000)
   spaced = "word " * 30_000  # cut at spaces
   solid = "ж中" * 40_000  # no spaces: cut between characters
   path = tmp_path / "huge.txt"
@@ -501,16 +502,16 @@ def test_huge_line_is_cut_without_breaking_characters(tmp_path, monkeypatch):
 
 
 def test_clean_text():
-  assert corpus.clean_text("plain text") == "plain text"
-  assert corpus.clean_text("a\x00b\x7fc\x9bd\ufffde") == "abcde"
-  assert corpus.clean_text("a\tb\rc\x0bd\x0ce\x85f\u2028g\u2029h") == (
+  assert text_lines.clean_text("plain text") == "plain text"
+  assert text_lines.clean_text("a\x00b\x7fc\x9bd\ufffde") == "abcde"
+  assert text_lines.clean_text("a\tb\rc\x0bd\x0ce\x85f\u2028g\u2029h") == (
       "a b c d e f g h")
-  assert corpus.clean_text("\ufeffz\u200bw\u00adj\u200ek") == "zwjk"
-  assert corpus.clean_text("lone \ud800 surrogate") == "lone  surrogate"
+  assert text_lines.clean_text("\ufeffz\u200bw\u00adj\u200ek") == "zwjk"
+  assert text_lines.clean_text("lone \ud800 surrogate") == "lone  surrogate"
   # Joiners stay: emoji sequences and some scripts need them.
   family = "👨\u200d👩\u200d👧"
-  assert corpus.clean_text(family) == family
-  assert corpus.clean_text("keeps\nnewlines") == "keeps\nnewlines"
+  assert text_lines.clean_text(family) == family
+  assert text_lines.clean_text("keeps\nnewlines") == "keeps\nnewlines"
 
 
 def test_cli_subprocesses(cases, tmp_path):

@@ -22,6 +22,7 @@ import run_pretraining
 from configure_finetuning import FinetuningConfig
 from configure_pretraining import PretrainingConfig
 from dataset import corpus
+from dataset.sentences import split_sentences
 from finetune.model import FinetuningModel
 from finetune.model import model_config_for
 from finetune.model import pretrained_encoder_weights
@@ -49,7 +50,7 @@ def real_sentences(n=60):
   sentences = []
   for doc in corpus.read_documents(path):
     for paragraph in doc:
-      sentences += corpus.split_sentences(paragraph)
+      sentences += split_sentences(paragraph)
     if len(sentences) >= n:
       break
   return sentences[:n] + ["Café Müller's naïve résumé cost 3.5% (approx.)!",

@@ -15,7 +15,7 @@ import pytest
 import build_pretraining_dataset
 import run_finetuning
 import run_scoring
-from dataset import build as dataset_build
+from dataset import example_writer
 from training import progress
 from tests.finetuning_data import QUICK
 
@@ -112,8 +112,8 @@ def test_scoring_says_its_cost_first_and_shows_progress(runs, capsys,
 
 def test_dataset_building_reports_share_done_and_eta(tmp_path, capsys,
                                                      monkeypatch):
-  monkeypatch.setattr(dataset_build, "_PROGRESS_SECONDS", 0.0)
-  monkeypatch.setattr(dataset_build, "_SENTENCES_PER_BATCH", 2000)
+  monkeypatch.setattr(example_writer, "_PROGRESS_SECONDS", 0.0)
+  monkeypatch.setattr(example_writer, "_SENTENCES_PER_BATCH", 2000)
   build_pretraining_dataset.main([
       "--corpus-dir", os.path.join(ROOT, "sample_data", "corpus"),
       "--vocab-file", os.path.join(ROOT, "sample_data", "vocab_8k.txt"),
