@@ -39,6 +39,9 @@ def test_the_copy_head_flags_replacements_and_they_are_predicted():
       model_size="tiny", vocab_size=VOCAB, max_seq_length=SEQ,
       max_predictions_per_seq=PICKS, data_dir="/tmp/unused", model_name="m",
       objective="all_tokens_mlm", uniform_generator=True, mask_prob=0.25,
+      # Every replacement a uniform draw, as the case was designed (the
+      # default averages a position picked twice: 1 row in 3 here).
+      repeated_positions="first",
       model_hparam_overrides=dict(
           hidden_size=32, intermediate_size=64, num_attention_heads=2,
           embedding_size=32, num_hidden_layers=1, hidden_dropout_prob=0.0,
