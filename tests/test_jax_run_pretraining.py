@@ -97,18 +97,21 @@ def test_a_run_trains_saves_and_evaluates(reference):
     assert json.load(f)["num_train_steps"] == STEPS
 
 
-@pytest.mark.parametrize("at,step", [("file", 20), ("index", 30)])
-def test_a_killed_run_resumes_as_if_uninterrupted(data_dir, reference, at,
-                                                 step):
-  name = f"killed_{at}"
-  model_dir = os.path.join(data_dir, "models", name)
-  killed = run(data_dir, name, script=KILLING, KILL_STEP=str(step),
-               KILL_AT=at)
-  assert killed.returncode == -9, killed.stderr[-3000:]
-  assert f"step {step}/{STEPS}" in killed.stdout  # it died saving that step
-  resumed = run(data_dir, name)
+def test_a_killed_run_resumes_as_if_uninterrupted(data_dir, reference):
+  """Killed inside each write of a save (before the file is in place, then
+  before the index names it), resumed each time from the save before."""
+  model_dir = os.path.join(data_dir, "models", "killed")
+  resumed_from = 0
+  for at, step in (("file", 20), ("index", 30)):
+    killed = run(data_dir, "killed", script=KILLING, KILL_STEP=str(step),
+                 KILL_AT=at)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert f"from step {resumed_from} to {STEPS}" in killed.stdout
+    assert f"step {step}/{STEPS}" in killed.stdout  # died saving that step
+    resumed_from = step - 10
+  resumed = run(data_dir, "killed")
   assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert f"from step {step - 10} to {STEPS}" in resumed.stdout
+  assert f"from step {resumed_from} to {STEPS}" in resumed.stdout
   expected, got = state(reference[0]), state(model_dir)
   assert sorted(got) == sorted(expected)
   for key, value in expected.items():
