@@ -134,7 +134,7 @@ class FinetuningConfig:
   train_batch_size: int = 32
   eval_batch_size: int = 32
   # What runs evaluation and --do-predict (inference/engine.py): auto
-  # (OpenVINO for a split of 2048+ rows, else TensorFlow), openvino or
+  # (OpenVINO for a split of 1024+ rows, else TensorFlow), openvino or
   # tensorflow (the reference); its precision: auto = bfloat16 where the
   # CPU has AVX512-BF16/AMX, else float32.
   inference_engine: str = "auto"

@@ -6,9 +6,12 @@ from util.machine import cpu_has_bf16
 ENGINES = ("auto", "openvino", "tensorflow")
 PRECISIONS = ("auto", "float32", "bfloat16")
 # engine "auto": a workload of fewer model rows than this runs on
-# TensorFlow, where converting and compiling the model (seconds for Small)
-# would cost more than it saves (docs/performance.md).
-AUTO_MIN_ROWS = 2048
+# TensorFlow, where converting and compiling the model would cost more than
+# it saves. Measured (Small, AMD EPYC, docs/performance.md): the engine's
+# 2.1 s to convert and compile against TensorFlow's 0.67 s trace pays back
+# after ~600 rows on a run's first evaluation, ~880 on a later trial's
+# (TensorFlow's trace is reused, the engine compiles each trial's weights).
+AUTO_MIN_ROWS = 1024
 
 
 def resolve_precision(precision):

@@ -57,7 +57,7 @@ class ScoringConfig:
   batch_size: int = 128  # rows per model call (sentences or masked copies)
   max_seq_length: int = 0  # 0 = the run's; longer text is truncated
   top_k: int = 100  # electra: generator candidates per token (appendix G)
-  # What runs the model (inference/engine.py): auto (OpenVINO for 2048+
+  # What runs the model (inference/engine.py): auto (OpenVINO for 1024+
   # model rows, else TensorFlow), openvino or tensorflow (the reference);
   # precision auto = bfloat16 where the CPU has AVX512-BF16/AMX.
   inference_engine: str = "auto"
