@@ -8,8 +8,9 @@ step_log.py), SIGTERM/Ctrl-C saves then stops, held-out eval with
 eval_results.json. Its own: the data are NumPy arrays (pretrain/arrays.py,
 DATA_DIR/pretrain_arrays, exported from the TFRecords on first use where
 TensorFlow is installed); every local device trains as one data-parallel
-replica set (keras.distribution); the scalars go to train/scalars.jsonl,
-not TensorBoard; the finished run's weights are also written as .npz
+replica set (keras.distribution); the scalars go to TensorBoard events
+through the tensorboard package (not TensorFlow's writer) and to
+train/scalars.jsonl; the finished run's weights are also written as .npz
 shards in MODEL_DIR (interop/npz_weights.py), which fine-tuning, scoring
 and export read.
 """
@@ -160,8 +161,7 @@ class JaxRun:
                 "(ELECTRA appendix E convention)")
     keys = trainer.log_keys + ("grad_norm",)  # the TF path's order
     log = StepLog(config, trainer.step)
-    writer = ScalarLog(os.path.join(config.model_dir, "train",
-                                    "scalars.jsonl"))
+    writer = ScalarLog(os.path.join(config.model_dir, "train"))
     last_save = time.time()
     with PreemptionGuard() as preemption:
       while trainer.step < total:
@@ -190,8 +190,10 @@ class JaxRun:
           save(trainer, config)
           last_save = time.time()
         if preemption.requested:
+          writer.flush()
           raise Preempted(f"{preemption.name}: saved step {trainer.step} "
                           "and stopped", preemption.exit_code)
+    writer.flush()
     paths = trainer.save(config.model_dir)
     print(f"weights for fine-tuning: {os.path.dirname(paths[0])} "
           f"({len(paths)} file(s))", flush=True)

@@ -93,6 +93,14 @@ def test_a_run_trains_saves_and_evaluates(reference):
       os.path.join(model_dir, "train", "scalars.jsonl"))]
   assert [s["step"] for s in scalars] == [10, 20, 30, 40]
   assert scalars[-1]["loss"] == pytest.approx(losses[-1], abs=1e-4)
+  # The same scalars as TensorBoard events, written without TensorFlow.
+  from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
+  events = event_accumulator.EventAccumulator(
+      os.path.join(model_dir, "train"))
+  events.Reload()
+  assert [e.step for e in events.Scalars("loss")] == [10, 20, 30, 40]
+  assert events.Scalars("loss")[-1].value == pytest.approx(losses[-1],
+                                                           abs=1e-4)
   with open(os.path.join(model_dir, "pretrain_config.json")) as f:
     assert json.load(f)["num_train_steps"] == STEPS
 

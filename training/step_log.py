@@ -78,17 +78,33 @@ def write_scalars(writer, step, scalars):
 
 
 class ScalarLog:
-  """The JAX driver's scalars: one JSON line per step in `path` (it runs
-  without TensorFlow, whose summary writer would also claim the GPU)."""
+  """The JAX driver's scalars, without TensorFlow (whose summary writer
+  would also claim the GPU): TensorBoard event files through the
+  tensorboard package's own writer where it is installed, and one JSON line
+  per step in scalars.jsonl beside them."""
 
-  def __init__(self, path):
-    self.path = path
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+  def __init__(self, directory):
+    self.path = os.path.join(directory, "scalars.jsonl")
+    os.makedirs(directory, exist_ok=True)
+    try:
+      from tensorboard.summary.writer.event_file_writer import EventFileWriter  # pylint: disable=g-import-not-at-top
+      self._events = EventFileWriter(directory)
+    except ImportError:
+      self._events = None
 
   def write(self, step, scalars):
+    scalars = {k: float(v) for k, v in scalars.items()}
     with open(self.path, "a", encoding="utf-8") as f:
-      f.write(json.dumps({"step": step, **{k: float(v) for k, v in
-                                           scalars.items()}}) + "\n")
+      f.write(json.dumps({"step": step, **scalars}) + "\n")
+    if self._events:
+      from tensorboard.compat.proto import event_pb2  # pylint: disable=g-import-not-at-top
+      from tensorboard.compat.proto import summary_pb2  # pylint: disable=g-import-not-at-top
+      summary = summary_pb2.Summary(value=[
+          summary_pb2.Summary.Value(tag=k, simple_value=v)
+          for k, v in scalars.items()])
+      self._events.add_event(event_pb2.Event(wall_time=time.time(),
+                                             step=step, summary=summary))
 
   def flush(self):
-    pass
+    if self._events:
+      self._events.flush()
