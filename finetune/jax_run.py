@@ -203,7 +203,6 @@ def run(config):
   from finetune.summary import format_table
   from finetune.summary import has_baseline
   from finetune.summary import summarize
-  from finetune.summary import versus_baselines
   from finetune.trial_record import TrialRecord
 
   setup = Setup(config)
@@ -263,12 +262,5 @@ def run(config):
             RowsRead(task, featurized, config), task.metric)
       except UserError as e:  # no train set to take it from: left out
         print(f"note: no no-text baseline for {task.name}: {e}", flush=True)
-    path = record.write_results(trials, summary, done, scores)
-    print(f"median over {config.num_trials} trial(s) (all in {path}):",
-          flush=True)
-    medians = {t: {k: v["median"] for k, v in m.items()}
-               for t, m in summary.items()}
-    print(format_table(medians), flush=True)
-    if scores:
-      print(versus_baselines(medians, tasks, scores), flush=True)
+    record.report(trials, summary, done, scores)
   return summary

@@ -299,15 +299,7 @@ class FinetuningRunner:
       self.teachers.write_outputs()
     summary = summarize(trials)
     if summary:
-      scores = self.baselines()
-      path = self.record.write_results(trials, summary, done, scores)
-      print(f"median over {config.num_trials} trial(s) (all in {path}):",
-            flush=True)
-      medians = {t: {k: v["median"] for k, v in m.items()}
-                 for t, m in summary.items()}
-      print(format_table(medians), flush=True)
-      if scores:
-        print(versus_baselines(medians, self.tasks, scores), flush=True)
+      self.record.report(trials, summary, done, self.baselines())
     return summary
 
   def baselines(self):

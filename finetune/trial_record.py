@@ -9,6 +9,8 @@ import uuid
 import numpy as np
 
 from finetune.model import head_weights
+from finetune.summary import format_table
+from finetune.summary import versus_baselines
 from interop.weights import encoder_slots
 from loading import finetuned as finetuned_files
 from util import outputs
@@ -166,3 +168,16 @@ class TrialRecord:
       self.data["results_file"] = path
       self.write()
     return path
+
+  def report(self, trials, summary, done, baselines):
+    """Writes the results file (write_results) and prints the medians,
+    the no-text baselines beside them."""
+    path = self.write_results(trials, summary, done, baselines)
+    print(f"median over {self.config.num_trials} trial(s) (all in {path}):",
+          flush=True)
+    medians = {t: {k: v["median"] for k, v in m.items()}
+               for t, m in summary.items()}
+    print(format_table(medians), flush=True)
+    if baselines:
+      print(versus_baselines(medians, self.tasks, baselines),
+            flush=True)
