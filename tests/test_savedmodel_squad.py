@@ -89,7 +89,11 @@ def test_savedmodel_answers_as_fine_tuning_predicts(tmp_path):
       run_finetuning.main([
           "--init-checkpoint", path, "--task-names", task, "--do-predict",
           "--predict-file", str(tmp_path / f"{name}.json"),
-          "--predict-output", str(tmp_path / f"{name}_pred.json")])
+          "--predict-output", str(tmp_path / f"{name}_pred.json"),
+          # The SavedModel is our TensorFlow graph in float32: compared
+          # with the TensorFlow path (its 1,000+ windows would otherwise go
+          # to the bf16 engine, which test_inference_engine.py pins).
+          "--inference-engine", "tensorflow"])
       ours[name] = rows, *(json.loads((tmp_path / f"{name}_pred{x}.json")
                                       .read_text()) for x in (
                                           "", "_nbest", "_null_odds"
