@@ -107,7 +107,7 @@ def save(trainer, config):
   return path
 
 
-class JaxRun:
+class JaxRun(run_dir.HoldsLock):
   """A pretraining run under JAX: `train()`, `evaluate()`; a context
   manager holding model_dir's lock."""
 
@@ -127,17 +127,6 @@ class JaxRun:
     except BaseException:
       self.close()
       raise
-
-  def close(self):
-    if self.lock:
-      self.lock.release()
-      self.lock = None
-
-  def __enter__(self):
-    return self
-
-  def __exit__(self, *exc):
-    self.close()
 
   def train(self):
     config, trainer = self.config, self.trainer

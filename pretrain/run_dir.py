@@ -177,6 +177,24 @@ class RunLock:
     self.release()
 
 
+class HoldsLock:
+  """A run that holds model_dir's RunLock (self.lock) until close() or
+  the end of its `with` block (the process's end drops it too)."""
+
+  lock = None
+
+  def close(self):
+    if self.lock is not None:
+      self.lock.release()
+      self.lock = None
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+
 def _check_resume(config, old, latest):
   """A trained run goes on only with the hparams it was trained with
   (raising num_train_steps aside), unless accept_hparam_changes; then its

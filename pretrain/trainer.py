@@ -31,7 +31,7 @@ from util import storage
 from util.errors import UserError
 from util.errors import cause
 
-class Trainer:
+class Trainer(run_dir.HoldsLock):
   """Builds model, optimizer, data and checkpoints for a PretrainingConfig.
   `open_source(path)` -> a Source (loading/sources.py) reads
   init_checkpoint; run_pretraining.py passes it (pretrain/ is below the
@@ -65,18 +65,6 @@ class Trainer:
     except BaseException:
       self.close()
       raise
-
-  def close(self):
-    """Releases model_dir's lock (the process's end does so too)."""
-    if self.lock is not None:
-      self.lock.release()
-      self.lock = None
-
-  def __enter__(self):
-    return self
-
-  def __exit__(self, *exc):
-    self.close()
 
   def _build(self, config):
     counts = (data.load_token_counts(self.meta) if config.unigram_generator
