@@ -93,7 +93,8 @@ def encoder_weights(pretrained, config):
   """{name: array} of the encoder to start from, as
   model.pretrained_encoder_weights gives it. One of our TensorFlow runs is
   read by name (a tf.train.Checkpoint cannot hold JAX-backed variables):
-  the key training/checkpointing.py's variable_tree writes for each."""
+  the names training/checkpointing.py saves under (variable_keys,
+  stored_name)."""
   # pylint: disable=g-import-not-at-top
   from finetune.model import pretrained_encoder_weights
   from finetune.model import source_encoder
@@ -102,7 +103,8 @@ def encoder_weights(pretrained, config):
   if pretrained.source is not None:
     return pretrained_encoder_weights(pretrained, config)
   tf = _import_tensorflow()
-  from training.checkpointing import stable_key
+  from training.checkpointing import stored_name
+  from training.checkpointing import variable_keys
   pretrain_config = pretrained.config
   counts = (np.ones(pretrain_config.vocab_size)
             if pretrain_config.unigram_generator else None)
@@ -114,15 +116,9 @@ def encoder_weights(pretrained, config):
     first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
     raise UserError(f"cannot restore checkpoint {pretrained.checkpoint}: "
                     f"{first}") from None
-  stored, seen = reader.get_variable_to_shape_map(), set()
-  for variable in model.variables:  # variable_tree's names, in its order
-    base = stable_key(variable.path)
-    key, n = base, 1
-    while key in seen:
-      key, n = f"{base}_{n}", n + 1
-    seen.add(key)
-    name = ("model/" + key.replace(".", "..").replace("/", ".S") +
-            "/.ATTRIBUTES/VARIABLE_VALUE")
+  stored = reader.get_variable_to_shape_map()
+  for key, variable in variable_keys(model.variables).items():
+    name = stored_name("model", key)
     if name in stored:
       variable.assign(reader.get_tensor(name))
     elif variable.trainable:

@@ -37,9 +37,6 @@ from util.errors import UserError
 from util.paths import located
 from util.tf_quiet import import_tensorflow
 
-STATE = ("trainable", "non_trainable", "optimizer")
-
-
 def check_supported(config):
   """One line naming an option only the TensorFlow path has."""
   if config.strategy in ("multi_worker", "tpu"):
@@ -86,23 +83,16 @@ def load_arrays(config):
   return loaded
 
 
-def state_groups(trainer):
-  return dict(zip(STATE, trainer.state))
-
-
 def restore(trainer, path):
-  groups = npz_checkpoints.load(path, state_groups(trainer))
-  trainer.state = tuple([trainer._replicated(v) for v in groups[name]]  # pylint: disable=protected-access
-                        for name in STATE)
-  trainer.step = npz_checkpoints.step_of(path)
+  like = dict(zip(trainer.STATE, trainer.state))  # shapes: no copy made
+  groups = npz_checkpoints.load(path, like)
+  trainer.load_state(groups, npz_checkpoints.step_of(path))
 
 
 def save(trainer, config):
-  path = npz_checkpoints.save(
-      config.model_dir, trainer.step,
-      {k: [jax.device_get(v) for v in values]
-       for k, values in state_groups(trainer).items()},
-      keep=config.keep_checkpoint_max)
+  path = npz_checkpoints.save(config.model_dir, trainer.step,
+                              trainer.host_state(),
+                              keep=config.keep_checkpoint_max)
   print(f"saved {path}", flush=True)
   return path
 
@@ -160,10 +150,8 @@ class JaxRun(run_dir.HoldsLock):
         n = min(_next(step, config.iterations_per_loop),
                 _next(step, config.save_checkpoints_steps), total) - step
         start = time.time()
-        trainer.state, sums, finite = trainer._run_chunk(  # pylint: disable=protected-access
-            trainer.state, step, n, total)
+        sums, finite = trainer.advance(n, total)
         finite = float(finite)
-        trainer.step += n
         if finite < n and not config.skip_nonfinite_steps:
           raise UserError(
               f"non-finite loss or gradients at steps {step + 1}-"

@@ -225,6 +225,28 @@ class JaxTrainer:
         state, jnp.int32(first_step), rows, jnp.float32(total_steps),
         jnp.float32(self.config.num_warmup_steps))
 
+  def advance(self, steps, total_steps):
+    """Trains `steps` steps on from self.step, of a run of total_steps;
+    returns the steps' log sums and how many were finite."""
+    self.state, sums, finite = self._run_chunk(self.state, self.step, steps,
+                                               total_steps)
+    self.step += steps
+    return sums, finite
+
+  STATE = ("trainable", "non_trainable", "optimizer")
+
+  def host_state(self):
+    """{part: [NumPy arrays]}: the whole training state, as a checkpoint
+    keeps it (training/npz_checkpoints.py)."""
+    return {name: [jax.device_get(v) for v in values]
+            for name, values in zip(self.STATE, self.state)}
+
+  def load_state(self, groups, step):
+    """Goes on from a host_state() taken at `step`."""
+    self.state = tuple([self._replicated(v) for v in groups[name]]
+                       for name in self.STATE)
+    self.step = step
+
   # ----------------------------------------------------------- compile
   def lower(self, chunk):
     """The jitted chunk of `chunk` steps and the eval step, traced and
@@ -294,12 +316,10 @@ class JaxTrainer:
     while self.step < end:
       n = min(chunk, end - self.step)
       t0 = time.time()
-      self.state, sums, finite = self._run_chunk(self.state, self.step, n,
-                                                 total)
+      sums, finite = self.advance(n, total)
       finite = float(finite)
       sums = {k: float(v) for k, v in sums.items()}
       elapsed = time.time() - t0
-      self.step += n
       if finite < n and not config.skip_nonfinite_steps:
         raise UserError(f"non-finite loss or gradients at step "
                         f"{self.step - n + 1}-{self.step}; nothing saved. "

@@ -21,8 +21,9 @@ def stable_key(path):
   return re.sub(r"^([^/]*?)_\d+/", r"\1/", path)
 
 
-def variable_tree(variables):
-  """A trackable holding each variable under its (de-duplicated) path."""
+def variable_keys(variables):
+  """{key: variable}: each under its stable path, repeats numbered in
+  order (the names variable_tree saves them by)."""
   named = {}
   for variable in variables:
     base = stable_key(variable.path)
@@ -30,7 +31,19 @@ def variable_tree(variables):
     while key in named:
       key, n = f"{base}_{n}", n + 1
     named[key] = variable
-  return tf.train.Checkpoint(**named)
+  return named
+
+
+def stored_name(part, key):
+  """The name a checkpoint file holds variable `key` of `part` ("model",
+  "optimizer") under, as tf.train.Checkpoint escapes it."""
+  escaped = key.replace(".", "..").replace("/", ".S")
+  return f"{part}/{escaped}/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def variable_tree(variables):
+  """A trackable holding each variable under its (de-duplicated) path."""
+  return tf.train.Checkpoint(**variable_keys(variables))
 
 
 def make_checkpoint(model, optimizer=None, iterator=None):

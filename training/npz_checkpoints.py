@@ -8,7 +8,6 @@ names the newest. The step's batches and masking noise follow from the step
 state and the step are all a resumed run needs to go on as if uninterrupted.
 """
 
-import io
 import json
 import os
 import re
@@ -34,11 +33,9 @@ def save(directory, step, groups, keep=5, keep_steps=()):
   flat = {f"{name}/{i}": np.asarray(value)
           for name, values in groups.items()
           for i, value in enumerate(values)}
-  buffer = io.BytesIO()
-  np.savez(buffer, **flat)
   temporary = path + ".tmp"
-  with storage.open_file(temporary, "wb") as f:
-    f.write(buffer.getvalue())
+  with storage.open_file(temporary, "wb") as f:  # streamed: no copy held
+    np.savez(f, **flat)
   storage.rename(temporary, path, overwrite=True)
   steps = sorted(set(steps_in(directory)) | {step})
   kept = [s for s in steps if s in keep_steps or s in steps[-keep:]]
@@ -91,8 +88,8 @@ def load(path, like):
   """The groups of `path`, checked against `like` ({name: [arrays]}: the
   state a fresh run builds): the same names, counts, shapes and dtypes."""
   try:
-    data = np.load(io.BytesIO(storage.read_bytes(path)))
-    flat = {k: data[k] for k in data.files}
+    with storage.open_file(path, "rb") as f, np.load(f) as data:
+      flat = {k: data[k] for k in data.files}
   except (OSError, ValueError, EOFError) as e:
     raise UserError(f"cannot read checkpoint {path}: {e}") from None
   groups = {}
