@@ -323,7 +323,8 @@ def build_hf(kind, precision, args, features, dev_rows, dev_examples):
 
   # Its evaluation is its forward passes: nothing to trace.
   return dict(train=train, evaluate=evaluate, forward=evaluate,
-              eval_examples=dev_examples, eval_rows=rows)
+              eval_examples=dev_examples, eval_rows=rows, model=model,
+              autocast=autocast)
 
 
 def release_memory():

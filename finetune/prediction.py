@@ -10,6 +10,10 @@ from finetune.featurization import model_inputs
 from inference.engine import Engine
 from training.progress import Progress
 
+# Heads whose outputs are one per row: the engine may cut their batches'
+# padding (a tagger's or a span head's are per token).
+PER_ROW_HEADS = ("classification", "regression")
+
 
 class Predictor:
   """Runs a model over a split of the run's TaskData in eval batches, one
@@ -38,27 +42,39 @@ class Predictor:
     config = self.config
     examples, features = self.data.examples_and_features(task, split)
     scorer = task.get_scorer(examples, features)
-    inputs = model_inputs(features)
-    n = len(inputs["input_ids"])
-    step = self._step(model, task.name, n)
-    losses = []
+    inputs = {k: np.asarray(v) for k, v in model_inputs(features).items()}
+    n, size = len(inputs["input_ids"]), config.eval_batch_size
+    step, per_row = self._step(model, task, n)
+    # Where the engine trims padding, like lengths batch together.
+    order = (np.argsort(inputs["input_mask"].sum(axis=1), kind="stable")
+             if per_row else np.arange(n))
     progress = Progress(f"{split} {task.name}", n, "examples", sys.stdout)
-    for begin in range(0, n, config.eval_batch_size):
-      batch = {k: v[begin:begin + config.eval_batch_size]
-               for k, v in inputs.items()}
-      out = step(batch)
+    outs = []
+    for begin in range(0, n, size):
+      rows = order[begin:begin + size]
+      outs.append(step({k: v[rows] for k, v in inputs.items()}))
+      progress.update(begin + len(rows))
+    progress.finish(done=n, always=False)
+    if per_row:  # scored in row order
+      merged = {k: np.concatenate([o[k] for o in outs])[np.argsort(order)]
+                for k in outs[0]}
+      outs = [{k: v[b:b + size] for k, v in merged.items()}
+              for b in range(0, n, size)]
+    losses = []
+    for out in outs:
       losses.append(out.pop("loss"))
       scorer.update(out)
-      progress.update(min(begin + config.eval_batch_size, n))
-    progress.finish(done=n, always=False)
     return scorer, (float(np.mean(np.concatenate(losses))) if losses
                     else float("nan"))
 
-  def _step(self, model, task_name, rows):
-    """fn(batch) -> {output: NumPy array, "loss": [B]}: the engine's
-    compiled forward for `rows` rows where the engine takes them, else
-    TensorFlow's traced eval step."""
+  def _step(self, model, task, rows):
+    """(fn(batch) -> {output: NumPy array, "loss": [B]}, per_row): the
+    engine's compiled forward for `rows` rows where the engine takes them,
+    else TensorFlow's traced eval step; per_row: the engine trims the
+    batches' padding (a task whose outputs are per row, not per token)."""
+    task_name = task.name
     if self.engine.runs(rows):
+      per_row = task.head_kind in PER_ROW_HEADS
       key = (id(model), task_name)
       if key not in self._engine_steps:
         self._engine_steps = {k: v for k, v in self._engine_steps.items()
@@ -68,13 +84,14 @@ class Predictor:
           loss, outputs = model(batch, task_name=task_name, training=False)
           return dict(outputs, loss=loss)
 
-        self._engine_steps[key] = (model, self.engine.wrap(forward))
-      return self._engine_steps[key][1]
+        self._engine_steps[key] = (model, self.engine.wrap(
+            forward, trim_by="input_mask" if per_row else None))
+      return self._engine_steps[key][1], per_row
     step = self._eval_step(model, task_name)
     weights = [[tf.convert_to_tensor(v) for v in variables] for variables in
                (model.trainable_variables, model.non_trainable_variables)]
-    return lambda batch: {k: v.numpy() for k, v in
-                          step(*weights, batch).items()}
+    return (lambda batch: {k: v.numpy() for k, v in
+                           step(*weights, batch).items()}), False
 
   def _eval_step(self, model, task_name):
     """The traced eval step for a task and this model's shape, made once

@@ -7,6 +7,12 @@ features dict, as its tf.function would take) in an `EngineFunction`: the
 function compiled once per input signature (the shape bucket: dynamic
 dims as None), cached for the run. TensorFlow stays the reference:
 engine "tensorflow" never compiles.
+
+Padding trimmed: where a caller's outputs are per row (a classifier's,
+a regression's), `trim_by` names the padding mask, and each batch runs at
+its longest row's length, rounded up to TRIM_MULTIPLE, instead of
+max_seq_length: padded keys are masked out of attention, so the rows'
+outputs are the same computation on less padding.
 """
 
 import numpy as np
@@ -16,26 +22,55 @@ from inference.choices import AUTO_MIN_ROWS
 from inference.choices import ENGINES
 from inference.choices import resolve_precision
 
+# Trimmed lengths are rounded up to this: few distinct shapes, each one's
+# kernels made once by the engine's cache.
+TRIM_MULTIPLE = 8
+
+
+def trimmed_length(mask):
+  """The length a batch of [B, T] padding mask runs at: its last column
+  with any real token, rounded up to TRIM_MULTIPLE, at most T."""
+  real = np.flatnonzero(np.asarray(mask).any(axis=0))
+  length = int(real[-1]) + 1 if real.size else 1
+  return min(mask.shape[1], -(-length // TRIM_MULTIPLE) * TRIM_MULTIPLE)
+
 
 class EngineFunction:
   """fn(features) -> outputs (NumPy), compiled per input signature.
 
   `dynamic`: "batch" (the leading dim varies: fine-tuning, whose rows are
   padded to max_seq_length) or "all" (every dim: scoring's batches of
-  rounded widths and position counts)."""
+  rounded widths and position counts). `trim_by`: the [B, T] padding mask
+  feature whose padding is cut (module docstring), or None; with it, the
+  [B, T] features' length is dynamic too."""
 
-  def __init__(self, fn, precision, dynamic="batch"):
+  def __init__(self, fn, precision, dynamic="batch", trim_by=None):
     self._fn = tf.function(fn, autograph=False)
     self.precision = precision
     self._dynamic = dynamic
+    self._trim_by = trim_by
     self._compiled = {}  # input signature -> openvino_engine.CompiledFunction
 
+  def _trimmed(self, features):
+    """The features with every [B, T] one cut to the batch's length."""
+    mask = features[self._trim_by]
+    length = trimmed_length(mask)
+    return {k: v[:, :length] if self._sequence(v, mask) else v
+            for k, v in features.items()}
+
+  def _sequence(self, value, mask):
+    return value.ndim == 2 and value.shape == mask.shape
+
   def _signature(self, features):
-    def dims(shape):
-      if self._dynamic == "all":
+    mask = features.get(self._trim_by)
+
+    def dims(value):
+      shape = np.shape(value)
+      if self._dynamic == "all" or (mask is not None and
+                                    self._sequence(value, mask)):
         return (None,) * len(shape)
       return (None,) + tuple(shape[1:])
-    return tuple(sorted((k, np.dtype(v.dtype).name, dims(np.shape(v)))
+    return tuple(sorted((k, np.dtype(v.dtype).name, dims(v))
                         for k, v in features.items()))
 
   def compiled(self, features):
@@ -53,6 +88,8 @@ class EngineFunction:
 
   def __call__(self, features):
     features = {k: np.asarray(v) for k, v in features.items()}
+    if self._trim_by is not None:
+      features = self._trimmed(features)
     return self.compiled(features)(features)
 
 
@@ -72,8 +109,8 @@ class Engine:
       return rows >= AUTO_MIN_ROWS
     return self.engine != "tensorflow"
 
-  def wrap(self, fn, dynamic="batch"):
-    return EngineFunction(fn, self.precision, dynamic)
+  def wrap(self, fn, dynamic="batch", trim_by=None):
+    return EngineFunction(fn, self.precision, dynamic, trim_by)
 
   def describe(self, rows):
     return (f"OpenVINO, {self.precision}" if self.runs(rows) else

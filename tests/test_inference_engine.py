@@ -122,8 +122,9 @@ def test_auto_runs_small_workloads_on_tensorflow():
 
 
 def test_layer_norm_and_gelu_are_fused():
-  """Our encoder's LayerNorms and GELUs become OpenVINO's MVN and Gelu
-  (fusions.py); a pattern that stops matching would leave none."""
+  """Our encoder's LayerNorms, GELUs and attention become OpenVINO's MVN,
+  Gelu and ScaledDotProductAttention (fusions.py), with the padding row's
+  mask kept; a pattern that stops matching would leave none."""
   import collections
   import tensorflow as tf
   from inference import openvino_engine
@@ -145,11 +146,12 @@ def test_layer_norm_and_gelu_are_fused():
       {k: tf.TensorSpec([None, None], tf.int32, name=k)
        for k in ("ids", "mask")})
   graph_def, _, _ = openvino_engine.frozen_graph(concrete)
-  ops = collections.Counter(
-      op.get_type_name()
-      for op in openvino_engine.read_model(graph_def).get_ops())
+  graph = openvino_engine.read_model(graph_def).get_ops()
+  ops = collections.Counter(op.get_type_name() for op in graph)
   assert ops["MVN"] == 1 + 2 * 2 and ops["Gelu"] == 2
   assert ops["Erf"] == 0 and ops["ReduceMean"] == 0
+  assert ops["ScaledDotProductAttention"] == 2
+  assert ops["Einsum"] == ops["Softmax"] == 0
   got = openvino_engine.CompiledFunction(concrete, "float32")(
       {"ids": ids, "mask": mask})
   np.testing.assert_allclose(got, want, **FP32)
@@ -186,3 +188,36 @@ def test_savedmodel_export_has_the_engine_model_beside_it(tmp_path):
   for value in floats:  # each float output is one of the engine's
     assert any(g.shape == value.shape and
                np.allclose(g, value, rtol=1e-5, atol=1e-5) for g in got)
+
+
+def test_padding_is_trimmed_per_batch():
+  """With trim_by, a batch runs at its longest row's length (rounded up to
+  TRIM_MULTIPLE), one compiled model for every length, outputs equal to
+  the untrimmed run's."""
+  from inference.engine import EngineFunction
+  from inference.engine import TRIM_MULTIPLE
+  from inference.engine import trimmed_length
+  from model import Encoder
+  from model.config import TransformerConfig
+  from tests.tiny_runs import MICRO
+  assert TRIM_MULTIPLE == 8
+  mask = np.zeros((2, 40), np.int32)
+  mask[0, :9], mask[1, :3] = 1, 1
+  assert trimmed_length(mask) == 16
+  assert trimmed_length(np.ones((1, 12))) == 12  # never past T
+  encoder = Encoder(TransformerConfig(vocab_size=40, **dict(
+      MICRO, num_hidden_layers=2)))
+
+  def forward(batch):  # per row: [CLS]'s vector
+    return encoder(batch["ids"], batch["mask"], batch["ids"] * 0)[:, 0]
+
+  trimmed = EngineFunction(forward, "float32", trim_by="mask")
+  full = EngineFunction(forward, "float32")
+  rng = np.random.default_rng(0)
+  for lengths in ([9, 3], [33, 20, 1]):
+    mask = (np.arange(40)[None] < np.array(lengths)[:, None]).astype(np.int32)
+    batch = {"ids": rng.integers(5, 40, mask.shape).astype(np.int32),
+             "mask": mask}
+    assert trimmed._trimmed(batch)["ids"].shape[1] == trimmed_length(mask)
+    np.testing.assert_allclose(trimmed(batch), full(batch), **FP32)
+  assert len(trimmed._compiled) == 1  # pylint: disable=protected-access
