@@ -352,8 +352,10 @@ def main(argv=None):
   machine = cpu_kind()
   print(f"{machine}; {args.size} preset, batch {args.batch_size}; "
         f"engine precision {args.precision}", flush=True)
-  result = dict(machine=machine, settings={k: v for k, v in vars(args).items()
-                                           if isinstance(v, (int, str))})
+  # Paths relative to the repository: a record names no machine's folders.
+  result = dict(machine=machine, settings={
+      k: os.path.relpath(v, ROOT) if isinstance(v, str) and os.path.isabs(v)
+      else v for k, v in vars(args).items() if isinstance(v, (int, str))})
   with scratch("inference_engine_") as work_dir:
     ft.prepare(args, work_dir)
     args.features, args.dev = {}, {}
