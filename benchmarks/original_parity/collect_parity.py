@@ -5,8 +5,9 @@
       [--output-dir OUT]
 
 Reads RECORDS/pretrain/<side>_seed<k>/step_<N>.json (held-out eval at every
-checkpoint) and train_log.jsonl, and RECORDS/finetune/<side>_lr<lr>_<task>_
-seed<k>.json; writes results.md and pretrain_curves.png (into RECORDS
+checkpoint) and train_log.jsonl, RECORDS/cross_eval/original_seed<k>/
+step_<N>.json (the original's weights under our evaluator) and
+RECORDS/finetune/<side>_lr<lr>_<task>_seed<k>.json; writes results.md and pretrain_curves.png (into RECORDS
 unless --output-dir says otherwise).
 Every number comes from those files; nothing else is read.
 """
@@ -164,6 +165,42 @@ def pretraining_table(runs):
   return lines
 
 
+def cross_eval_table(records, runs):
+  """The original's last checkpoints under our evaluator (RECORDS/
+  cross_eval/, run_parity.py cross_eval) beside our runs of the same seeds:
+  the same held-out rows and eval masks per seed, so the differences are
+  paired and in the weights alone."""
+  found = {}
+  for path in glob.glob(os.path.join(records, "cross_eval", "original_seed*",
+                                     "step_*.json")):
+    seed = int(re.search(r"original_seed(\d+)", path).group(1))
+    with open(path) as f:
+      result = json.load(f)
+    found[seed] = result
+  ours = runs.get("ours", {})
+  seeds = sorted(s for s in found if found[s]["global_step"] in
+                 ours.get(s, {}).get("eval", {}))
+  if not seeds:
+    return []
+  step = found[seeds[0]]["global_step"]
+  lines = ["", f"**One evaluator** (ours), step {step}: the original's "
+           "checkpoints imported and evaluated on the same held-out rows "
+           "with the same eval masks as our run of the same seed; seeds "
+           f"{seeds}. Paired differences (ours - original, per seed) and "
+           "the paired t-test (scipy).", "",
+           "| metric | original | ours | ours - original, per seed | paired p |",
+           "|---|---|---|---|---|"]
+  for key, title in EVAL_METRICS:
+    a = [found[s][key] for s in seeds]
+    b = [ours[s]["eval"][step][key] for s in seeds]
+    diffs = [y - x for x, y in zip(a, b)]
+    p = (stats.ttest_rel(b, a).pvalue if len(seeds) > 1 and np.std(diffs) > 0
+         else float("nan"))
+    lines.append(f"| {title} | {_spread(a)} | {_spread(b)} | "
+                 + ", ".join(f"{d:+.4f}" for d in diffs) + f" | {p:.3f} |")
+  return lines
+
+
 def finetuning_table(scores, floors):
   lines = ["", "Fine-tuning one checkpoint (the original's seed 1) by both "
            "codes: dev score x100 (RTE, MRPC accuracy; CoLA MCC; STS-B "
@@ -248,6 +285,7 @@ def main(argv=None):
            + "; ".join(machines(args.records)) + ".", "",
            "## Pretraining", ""]
   lines += pretraining_table(runs)
+  lines += cross_eval_table(args.records, runs)
   lines += ["", "![curves](pretrain_curves.png)", "", "## Fine-tuning"]
   floors_path = os.path.join(args.records, "finetune", "baselines.json")
   floors = {}

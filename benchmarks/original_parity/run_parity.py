@@ -41,6 +41,43 @@ def _original_hparams(plan):
               model_hparam_overrides=plan["tiny_sizes"], embedding_size=128)
 
 
+def cross_eval(args):
+  """The original's last checkpoints evaluated by our evaluator, with the
+  data and eval masks of our run of the same seed: RECORDS/cross_eval/
+  original_seed<N>/step_<S>.json, beside ours_seed<N>'s step_<S>.json (one
+  evaluator, so a gap there is in the trained weights, not the metric)."""
+  sys.path.insert(0, REPO)
+  from util.tf_quiet import import_tensorflow
+  import_tensorflow()
+  from loading.sources import open_source
+  from pretrain import config as configure_pretraining
+  from pretrain.trainer import Trainer
+  plan = load_plan(args.plan)
+  step = plan["pretrain"]["num_train_steps"]
+  for side, seed in plan["pretrain_runs"]:
+    name = f"{side}_seed{seed}"
+    out_dir = os.path.join(args.records, "cross_eval", name)
+    out = os.path.join(out_dir, f"step_{step}.json")
+    if side != "original" or os.path.exists(out):
+      continue
+    argv = _our_argv(plan, args.data_dir, f"cross_eval_{name}", seed,
+                     eval_only=True) + ["--do-eval"]
+    hparams = json.loads(argv[argv.index("--hparams") + 1])
+    hparams["init_checkpoint"] = os.path.join(
+        args.data_dir, "models", name, f"model.ckpt-{step}")
+    argv[argv.index("--hparams") + 1] = json.dumps(hparams)
+    config = configure_pretraining.load_config(argv)
+    with Trainer(config, open_source=open_source) as trainer:
+      results = trainer.evaluate()
+    results["global_step"] = step  # the imported weights' step
+    os.makedirs(out_dir, exist_ok=True)
+    _write_machine(out_dir)
+    with open(out + ".tmp", "w") as f:
+      json.dump(results, f, indent=2, sort_keys=True)
+    os.replace(out + ".tmp", out)
+    print(f"{name}: {json.dumps(results)}", flush=True)
+
+
 def _our_argv(plan, data_dir, name, seed, eval_only=False):
   hparams = dict(plan["pretrain"], objective="electra", model_size="tiny",
                  seed=seed, keep_checkpoint_max=100, iterations_per_loop=100)
@@ -241,7 +278,7 @@ def _finetune_ours(args, spec, model_dir, lr, task, outs, work):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("phase", choices=["pretrain", "finetune", "baselines",
-                                        "_eval_ours"])
+                                        "cross_eval", "_eval_ours"])
   parser.add_argument("--original", default="/tmp/orig_electra")
   parser.add_argument("--original-python",
                       default="/work/orig_venv/bin/python")
@@ -263,6 +300,8 @@ def main():
     baselines(args)
   elif args.phase == "baselines":
     baselines(args)
+  elif args.phase == "cross_eval":
+    cross_eval(args)
   else:
     eval_ours(args)
 
