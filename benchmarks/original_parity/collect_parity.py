@@ -5,8 +5,8 @@
       [--output-dir OUT]
 
 Reads RECORDS/pretrain/<side>_seed<k>/step_<N>.json (held-out eval at every
-checkpoint) and train_log.jsonl, RECORDS/cross_eval/original_seed<k>/
-step_<N>.json (the original's weights under our evaluator) and
+checkpoint) and train_log.jsonl, RECORDS/cross_eval/<precision>/
+original_seed<k>/step_<N>.json (the original's weights under our evaluator) and
 RECORDS/finetune/<side>_lr<lr>_<task>_seed<k>.json; writes results.md and pretrain_curves.png (into RECORDS
 unless --output-dir says otherwise).
 Every number comes from those files; nothing else is read.
@@ -26,7 +26,10 @@ from scipy import stats
 SIDES = ("original", "ours")
 # Our pretraining runs: with today's default (repeated_positions average,
 # the original's), and those made before it with the first slot's sample.
-OURS = {"ours": "ours", "ours_first": "ours, first slot"}
+# And ours_fp32: today's default in float32, as the original trains (the
+# others ran mixed_precision auto: bfloat16 on this CPU).
+OURS = {"ours": "ours", "ours_first": "ours, first slot",
+        "ours_fp32": "ours, float32"}
 PRETRAIN_SIDES = ("original",) + tuple(OURS)
 EVAL_METRICS = (("disc_auc", "discriminator AUC"),
                 ("disc_loss", "discriminator loss"),
@@ -61,7 +64,7 @@ def read_pretraining(records):
   """{side: {seed: {"eval": {step: metrics}, "train": {step: loss}}}}."""
   runs = collections.defaultdict(dict)
   for folder in sorted(glob.glob(os.path.join(records, "pretrain", "*"))):
-    match = re.fullmatch(r"(original|ours|ours_first)_seed(\d+)",
+    match = re.fullmatch(r"(original|ours|ours_first|ours_fp32)_seed(\d+)",
                          os.path.basename(folder))
     if not match:
       continue
@@ -105,14 +108,16 @@ def _spread(values):
 
 def pretraining_table(runs):
   lines = []
-  # A run stopped before its evals (a session's end) shows in the plot's
-  # training loss only.
+  # A run stopped before its last eval (a session's end) shows in the plot
+  # only.
+  final = max((max(run["eval"]) for run in runs.get("original", {}).values()
+               if run["eval"]), default=None)
   seeds = {side: sorted(s for s, run in runs.get(side, {}).items()
-                        if run["eval"]) for side in PRETRAIN_SIDES}
+                        if final in run["eval"]) for side in PRETRAIN_SIDES}
   ours = [side for side in OURS if seeds[side]]
   unfinished = [f"{side} seed {s}" for side in PRETRAIN_SIDES
                 for s, run in sorted(runs.get(side, {}).items())
-                if not run["eval"]]
+                if final not in run["eval"]]
   shown = ["original"] + ours
   steps = sorted(set.intersection(*[
       set(runs[side][s]["eval"]) for side in shown for s in seeds[side]
@@ -126,7 +131,9 @@ def pretraining_table(runs):
       ". `ours` is today's default (a position masking picks twice gets the"
       " original's floordiv-averaged generator sample, `repeated_positions:"
       " average`); `ours, first slot` ran before that default, with the "
-      "first slot's sample (`repeated_positions: first`). \"ranges "
+      "first slot's sample (`repeated_positions: first`); both trained with "
+      "`mixed_precision: auto`, bfloat16 on this CPU; `ours, float32` is "
+      "today's default in float32, as the original trains. \"ranges "
       "overlap\": a side's seed range shares a value with the original's "
       "(with one seed a side, a range is a point and this says nothing); "
       "Welch's t-test (scipy) over the seeds at the last step. The "
@@ -167,37 +174,38 @@ def pretraining_table(runs):
 
 def cross_eval_table(records, runs):
   """The original's last checkpoints under our evaluator (RECORDS/
-  cross_eval/, run_parity.py cross_eval) beside our runs of the same seeds:
-  the same held-out rows and eval masks per seed, so the differences are
-  paired and in the weights alone."""
-  found = {}
-  for path in glob.glob(os.path.join(records, "cross_eval", "original_seed*",
-                                     "step_*.json")):
-    seed = int(re.search(r"original_seed(\d+)", path).group(1))
-    with open(path) as f:
-      result = json.load(f)
-    found[seed] = result
-  ours = runs.get("ours", {})
-  seeds = sorted(s for s in found if found[s]["global_step"] in
-                 ours.get(s, {}).get("eval", {}))
-  if not seeds:
-    return []
-  step = found[seeds[0]]["global_step"]
-  lines = ["", f"**One evaluator** (ours), step {step}: the original's "
-           "checkpoints imported and evaluated on the same held-out rows "
-           "with the same eval masks as our run of the same seed; seeds "
-           f"{seeds}. Paired differences (ours - original, per seed) and "
-           "the paired t-test (scipy).", "",
-           "| metric | original | ours | ours - original, per seed | paired p |",
-           "|---|---|---|---|---|"]
-  for key, title in EVAL_METRICS:
-    a = [found[s][key] for s in seeds]
-    b = [ours[s]["eval"][step][key] for s in seeds]
-    diffs = [y - x for x, y in zip(a, b)]
-    p = (stats.ttest_rel(b, a).pvalue if len(seeds) > 1 and np.std(diffs) > 0
-         else float("nan"))
-    lines.append(f"| {title} | {_spread(a)} | {_spread(b)} | "
-                 + ", ".join(f"{d:+.4f}" for d in diffs) + f" | {p:.3f} |")
+  cross_eval/<precision>/, run_parity.py cross_eval) beside our runs of the
+  same seeds and precision: the same held-out rows and eval masks per
+  seed, so the differences are paired and in the weights alone."""
+  lines = []
+  for precision, side in (("bfloat16", "ours"), ("float32", "ours_fp32")):
+    found = {}
+    for path in glob.glob(os.path.join(records, "cross_eval", precision,
+                                       "original_seed*", "step_*.json")):
+      seed = int(re.search(r"original_seed(\d+)", path).group(1))
+      with open(path) as f:
+        found[seed] = json.load(f)
+    ours = runs.get(side, {})
+    seeds = sorted(s for s in found if found[s]["global_step"] in
+                   ours.get(s, {}).get("eval", {}))
+    if not seeds:
+      continue
+    step = found[seeds[0]]["global_step"]
+    lines += ["", f"**One evaluator** (ours, {precision}), step {step}: the "
+              "original's checkpoints imported and evaluated on the same "
+              "held-out rows with the same eval masks as our run of the same "
+              f"seed (`{OURS[side]}`); seeds {seeds}. Paired differences "
+              "(ours - original, per seed) and the paired t-test (scipy).",
+              "", "| metric | original | ours | ours - original, per seed |"
+              " paired p |", "|---|---|---|---|---|"]
+    for key, title in EVAL_METRICS:
+      a = [found[s][key] for s in seeds]
+      b = [ours[s]["eval"][step][key] for s in seeds]
+      diffs = [y - x for x, y in zip(a, b)]
+      p = (stats.ttest_rel(b, a).pvalue if len(seeds) > 1 and
+           np.std(diffs) > 0 else float("nan"))
+      lines.append(f"| {title} | {_spread(a)} | {_spread(b)} | "
+                   + ", ".join(f"{d:+.4f}" for d in diffs) + f" | {p:.3f} |")
   return lines
 
 
@@ -239,7 +247,7 @@ def plot(runs, cpus, path):
                                       "100 steps)")]
   fig, axes = plt.subplots(2, 2, figsize=(10, 7))
   colors = {"original": "tab:blue", "ours": "tab:orange",
-            "ours_first": "tab:gray"}
+            "ours_first": "tab:gray", "ours_fp32": "tab:green"}
   for ax, (key, title) in zip(axes.flat, panels):
     for side in PRETRAIN_SIDES:
       seeds = sorted(runs.get(side, {}))

@@ -43,9 +43,11 @@ def _original_hparams(plan):
 
 def cross_eval(args):
   """The original's last checkpoints evaluated by our evaluator, with the
-  data and eval masks of our run of the same seed: RECORDS/cross_eval/
-  original_seed<N>/step_<S>.json, beside ours_seed<N>'s step_<S>.json (one
-  evaluator, so a gap there is in the trained weights, not the metric)."""
+  data and eval masks of our run of the same seed, in bfloat16 (as our
+  `auto` runs evaluate on this CPU) and float32 (as the original and our
+  _fp32 runs): RECORDS/cross_eval/<precision>/original_seed<N>/
+  step_<S>.json. One evaluator, so a gap to our run is in the weights, not
+  the metric."""
   sys.path.insert(0, REPO)
   from util.tf_quiet import import_tensorflow
   import_tensorflow()
@@ -54,28 +56,30 @@ def cross_eval(args):
   from pretrain.trainer import Trainer
   plan = load_plan(args.plan)
   step = plan["pretrain"]["num_train_steps"]
-  for side, seed in plan["pretrain_runs"]:
-    name = f"{side}_seed{seed}"
-    out_dir = os.path.join(args.records, "cross_eval", name)
-    out = os.path.join(out_dir, f"step_{step}.json")
-    if side != "original" or os.path.exists(out):
-      continue
-    argv = _our_argv(plan, args.data_dir, f"cross_eval_{name}", seed,
-                     eval_only=True) + ["--do-eval"]
-    hparams = json.loads(argv[argv.index("--hparams") + 1])
-    hparams["init_checkpoint"] = os.path.join(
-        args.data_dir, "models", name, f"model.ckpt-{step}")
-    argv[argv.index("--hparams") + 1] = json.dumps(hparams)
-    config = configure_pretraining.load_config(argv)
-    with Trainer(config, open_source=open_source) as trainer:
-      results = trainer.evaluate()
-    results["global_step"] = step  # the imported weights' step
-    os.makedirs(out_dir, exist_ok=True)
-    _write_machine(out_dir)
-    with open(out + ".tmp", "w") as f:
-      json.dump(results, f, indent=2, sort_keys=True)
-    os.replace(out + ".tmp", out)
-    print(f"{name}: {json.dumps(results)}", flush=True)
+  for precision, tag in (("bfloat16", ""), ("float32", "_fp32")):
+    for side, seed in plan["pretrain_runs"]:
+      name = f"{side}_seed{seed}"
+      out_dir = os.path.join(args.records, "cross_eval", precision, name)
+      out = os.path.join(out_dir, f"step_{step}.json")
+      if side != "original" or os.path.exists(out):
+        continue
+      argv = _our_argv(plan, args.data_dir, f"cross_eval{tag}_{name}", seed,
+                       eval_only=True) + ["--do-eval"]
+      hparams = json.loads(argv[argv.index("--hparams") + 1])
+      hparams.update(mixed_precision=precision,
+                     init_checkpoint=os.path.join(
+                         args.data_dir, "models", name, f"model.ckpt-{step}"))
+      argv[argv.index("--hparams") + 1] = json.dumps(hparams)
+      config = configure_pretraining.load_config(argv)
+      with Trainer(config, open_source=open_source) as trainer:
+        results = trainer.evaluate()
+      results["global_step"] = step  # the imported weights' step
+      os.makedirs(out_dir, exist_ok=True)
+      _write_machine(out_dir)
+      with open(out + ".tmp", "w") as f:
+        json.dump(results, f, indent=2, sort_keys=True)
+      os.replace(out + ".tmp", out)
+      print(f"{precision} {name}: {json.dumps(results)}", flush=True)
 
 
 def _our_argv(plan, data_dir, name, seed, eval_only=False):
@@ -83,6 +87,10 @@ def _our_argv(plan, data_dir, name, seed, eval_only=False):
                  seed=seed, keep_checkpoint_max=100, iterations_per_loop=100)
   if name.startswith("ours_first_"):  # runs made before the default changed
     hparams["repeated_positions"] = "first"
+  # "auto" trains in bfloat16 on a CPU with AVX512-BF16 or AMX; the
+  # original trains in float32: the _fp32 runs (and evals) are like for like.
+  if "_fp32_" in name:
+    hparams["mixed_precision"] = "float32"
   argv = ["--data-dir", data_dir, "--model-name", name,
           "--hparams", json.dumps(hparams)]
   return argv + (["--no-do-train"] if eval_only else [])
