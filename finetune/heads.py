@@ -2,7 +2,7 @@
 
 import keras
 
-from model.encoder import initializer
+from model.encoder import dense_default_initializer
 
 
 class LinearHead(keras.layers.Layer):
@@ -15,7 +15,8 @@ class LinearHead(keras.layers.Layer):
     self.first_token = first_token
     self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
     self.dense = keras.layers.Dense(
-        num_outputs, kernel_initializer=initializer(config), name="output")
+        num_outputs, kernel_initializer=dense_default_initializer(config),
+        name="output")
 
   def build(self, input_shape):
     self.dense.build((None, self.config.hidden_size))

@@ -12,6 +12,9 @@ import numbers
 from util.errors import UserError
 
 
+DENSE_INITS = ("truncated_normal", "original")
+
+
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig:
   """Shape of one BERT-style post-LayerNorm encoder."""
@@ -29,6 +32,11 @@ class TransformerConfig:
   initializer_range: float = 0.02
   layer_norm_eps: float = 1e-12
   share_layers: bool = False  # ALBERT/Lite ELECTRA: one layer's weights, N x
+  # Kernel init of the layers the original builds with tf.layers.dense's
+  # default (glorot_uniform): "original" gives it them, "truncated_normal"
+  # initializer_range's like every other layer (model/encoder.py
+  # dense_default_initializer; docs/mirroring.md).
+  dense_init: str = "truncated_normal"
 
   def __post_init__(self):
     for field in dataclasses.fields(self):  # model_hparam_overrides: JSON
@@ -52,6 +60,9 @@ class TransformerConfig:
       if getattr(self, name) < 1:
         raise UserError(f"model hparam '{name}' must be >= 1, got "
                         f"{getattr(self, name)}")
+    if self.dense_init not in DENSE_INITS:
+      raise UserError(f"model hparam 'dense_init' must be one of "
+                      f"{', '.join(DENSE_INITS)}, got {self.dense_init!r}")
     if self.hidden_size % self.num_attention_heads:
       raise UserError(
           f"hidden_size {self.hidden_size} is not divisible by "

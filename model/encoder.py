@@ -18,6 +18,18 @@ def initializer(config):
   return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
 
 
+def dense_default_initializer(config, default=None):
+  """The kernel init of the layers the original release builds with
+  tf.layers.dense and no initializer (embeddings_project, the
+  discriminator's output layer, the fine-tuning heads): TF1's default,
+  glorot_uniform, under dense_init "original"; else `default` (a caller's
+  initializer() instance, so the draws stay in their order) or a new
+  initializer()."""
+  if config.dense_init == "original":
+    return keras.initializers.GlorotUniform()
+  return default or initializer(config)
+
+
 def _float32(fn):
   """fn computed in float32: erf on bfloat16 runs at half the speed of
   float32 on CPU (converted element by element), and is less exact."""
@@ -269,7 +281,8 @@ class Encoder(layers.Layer):
     self.embeddings_project = None
     if config.embedding_size != config.hidden_size:
       self.embeddings_project = layers.Dense(
-          config.hidden_size, kernel_initializer=initializer(config),
+          config.hidden_size,
+          kernel_initializer=dense_default_initializer(config),
           name="embeddings_project")
     # Cross-layer sharing (ALBERT; the Lite ELECTRA report): one layer's
     # weights applied num_hidden_layers times.

@@ -5,6 +5,7 @@ from keras import ops
 
 from model.encoder import LayerNorm
 from model.encoder import activation
+from model.encoder import dense_default_initializer
 from model.encoder import initializer
 
 
@@ -75,8 +76,9 @@ class DiscriminatorHead(layers.Layer):
     self.dense = layers.Dense(
         config.hidden_size, activation=activation(config.hidden_act),
         kernel_initializer=init, name="dense")
-    self.dense_prediction = layers.Dense(1, kernel_initializer=init,
-                                         name="dense_prediction")
+    self.dense_prediction = layers.Dense(
+        1, kernel_initializer=dense_default_initializer(config, init),
+        name="dense_prediction")
 
   def build(self, input_shape):
     self.dense.build((None, self.config.hidden_size))

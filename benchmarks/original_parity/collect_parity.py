@@ -29,7 +29,8 @@ SIDES = ("original", "ours")
 # And ours_fp32: today's default in float32, as the original trains (the
 # others ran mixed_precision auto: bfloat16 on this CPU).
 OURS = {"ours": "ours", "ours_first": "ours, first slot",
-        "ours_fp32": "ours, float32"}
+        "ours_fp32": "ours, float32",
+        "ours_origdense_fp32": "ours, float32, original dense init"}
 PRETRAIN_SIDES = ("original",) + tuple(OURS)
 EVAL_METRICS = (("disc_auc", "discriminator AUC"),
                 ("disc_loss", "discriminator loss"),
@@ -64,7 +65,7 @@ def read_pretraining(records):
   """{side: {seed: {"eval": {step: metrics}, "train": {step: loss}}}}."""
   runs = collections.defaultdict(dict)
   for folder in sorted(glob.glob(os.path.join(records, "pretrain", "*"))):
-    match = re.fullmatch(r"(original|ours|ours_first|ours_fp32)_seed(\d+)",
+    match = re.fullmatch(r"(original|ours|ours_first|ours_fp32|ours_origdense_fp32)_seed(\d+)",
                          os.path.basename(folder))
     if not match:
       continue
@@ -247,7 +248,8 @@ def plot(runs, cpus, path):
                                       "100 steps)")]
   fig, axes = plt.subplots(2, 2, figsize=(10, 7))
   colors = {"original": "tab:blue", "ours": "tab:orange",
-            "ours_first": "tab:gray", "ours_fp32": "tab:green"}
+            "ours_first": "tab:gray", "ours_fp32": "tab:green",
+            "ours_origdense_fp32": "tab:red"}
   for ax, (key, title) in zip(axes.flat, panels):
     for side in PRETRAIN_SIDES:
       seeds = sorted(runs.get(side, {}))

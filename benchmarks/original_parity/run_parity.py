@@ -91,6 +91,10 @@ def _our_argv(plan, data_dir, name, seed, eval_only=False):
   # original trains in float32: the _fp32 runs (and evals) are like for like.
   if "_fp32_" in name:
     hparams["mixed_precision"] = "float32"
+  # The original's glorot_uniform where its tf.layers.dense has no
+  # initializer (embeddings_project, the discriminator's output layer).
+  if "_origdense_" in name:
+    hparams["model_hparam_overrides"] = {"dense_init": "original"}
   argv = ["--data-dir", data_dir, "--model-name", name,
           "--hparams", json.dumps(hparams)]
   return argv + (["--no-do-train"] if eval_only else [])
