@@ -65,8 +65,9 @@ def read_pretraining(records):
   """{side: {seed: {"eval": {step: metrics}, "train": {step: loss}}}}."""
   runs = collections.defaultdict(dict)
   for folder in sorted(glob.glob(os.path.join(records, "pretrain", "*"))):
-    match = re.fullmatch(r"(original|ours|ours_first|ours_fp32|ours_origdense_fp32)_seed(\d+)",
-                         os.path.basename(folder))
+    match = re.fullmatch(
+        r"(original|ours|ours_first|ours_fp32|ours_origdense_fp32)_seed(\d+)",
+        os.path.basename(folder))
     if not match:
       continue
     evals = {}
