@@ -180,7 +180,8 @@ def cross_eval_table(records, runs):
   same seeds and precision: the same held-out rows and eval masks per
   seed, so the differences are paired and in the weights alone."""
   lines = []
-  for precision, side in (("bfloat16", "ours"), ("float32", "ours_fp32")):
+  for precision, side in (("bfloat16", "ours"), ("float32", "ours_fp32"),
+                          ("float32", "ours_origdense_fp32")):
     found = {}
     for path in glob.glob(os.path.join(records, "cross_eval", precision,
                                        "original_seed*", "step_*.json")):
