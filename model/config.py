@@ -33,10 +33,10 @@ class TransformerConfig:
   layer_norm_eps: float = 1e-12
   share_layers: bool = False  # ALBERT/Lite ELECTRA: one layer's weights, N x
   # Kernel init of the layers the original builds with tf.layers.dense's
-  # default (glorot_uniform): "original" gives it them, "truncated_normal"
-  # initializer_range's like every other layer (model/encoder.py
-  # dense_default_initializer; docs/mirroring.md).
-  dense_init: str = "truncated_normal"
+  # default (glorot_uniform): "original" gives it them, as the original;
+  # "truncated_normal" initializer_range's like every other layer
+  # (model/encoder.py dense_default_initializer; docs/mirroring.md).
+  dense_init: str = "original"
 
   def __post_init__(self):
     for field in dataclasses.fields(self):  # model_hparam_overrides: JSON

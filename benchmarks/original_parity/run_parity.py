@@ -92,9 +92,13 @@ def _our_argv(plan, data_dir, name, seed, eval_only=False):
   if "_fp32_" in name:
     hparams["mixed_precision"] = "float32"
   # The original's glorot_uniform where its tf.layers.dense has no
-  # initializer (embeddings_project, the discriminator's output layer).
+  # initializer (embeddings_project, the discriminator's output layer):
+  # the default since these runs; the runs before it had the truncated
+  # normal there, and say so to reproduce.
   if "_origdense_" in name:
     hparams["model_hparam_overrides"] = {"dense_init": "original"}
+  else:
+    hparams["model_hparam_overrides"] = {"dense_init": "truncated_normal"}
   argv = ["--data-dir", data_dir, "--model-name", name,
           "--hparams", json.dumps(hparams)]
   return argv + (["--no-do-train"] if eval_only else [])
