@@ -32,9 +32,9 @@ class TransformerConfig:
   initializer_range: float = 0.02
   layer_norm_eps: float = 1e-12
   share_layers: bool = False  # ALBERT/Lite ELECTRA: one layer's weights, N x
-  # Kernel init of the layers the original builds with tf.layers.dense's
-  # default (glorot_uniform): "original" gives it them, as the original;
-  # "truncated_normal" initializer_range's like every other layer
+  # Kernel init of the layers the original builds with TF1's dense layer
+  # and no initializer: "original" gives them its default, glorot_uniform;
+  # "truncated_normal" initializer_range's, like every other layer
   # (model/encoder.py dense_default_initializer; docs/mirroring.md).
   dense_init: str = "original"
 

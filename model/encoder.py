@@ -20,7 +20,7 @@ def initializer(config):
 
 def dense_default_initializer(config, default=None):
   """The kernel init of the layers the original release builds with
-  tf.layers.dense and no initializer (embeddings_project, the
+  TF1's dense layer and no initializer (embeddings_project, the
   discriminator's output layer, the fine-tuning heads): TF1's default,
   glorot_uniform, under dense_init "original"; else `default` (a caller's
   initializer() instance, so the draws stay in their order) or a new
