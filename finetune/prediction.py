@@ -39,33 +39,45 @@ class Predictor:
 
   def predict(self, model, task, split):
     """The task's scorer, fed with the model's outputs on `split`."""
-    config = self.config
     examples, features = self.data.examples_and_features(task, split)
     scorer = task.get_scorer(examples, features)
     inputs = {k: np.asarray(v) for k, v in model_inputs(features).items()}
-    n, size = len(inputs["input_ids"]), config.eval_batch_size
+    n, size = len(inputs["input_ids"]), self.config.eval_batch_size
     step, per_row = self._step(model, task, n)
-    # Where the engine trims padding, like lengths batch together.
-    order = (np.argsort(inputs["input_mask"].sum(axis=1), kind="stable")
-             if per_row else np.arange(n))
     progress = Progress(f"{split} {task.name}", n, "examples", sys.stdout)
-    outs = []
-    for begin in range(0, n, size):
-      rows = order[begin:begin + size]
-      outs.append(step({k: v[rows] for k, v in inputs.items()}))
-      progress.update(begin + len(rows))
-    progress.finish(done=n, always=False)
-    if per_row:  # scored in row order
-      merged = {k: np.concatenate([o[k] for o in outs])[np.argsort(order)]
-                for k in outs[0]}
-      outs = [{k: v[b:b + size] for k, v in merged.items()}
-              for b in range(0, n, size)]
+    if per_row:  # the engine trims padding: run by length, score in order
+      batches = self._in_row_order(step, inputs, size, progress)
+    else:  # scored batch by batch: no outputs held
+      batches = (step({k: v[b:b + size] for k, v in inputs.items()})
+                 for b in range(0, n, size))
     losses = []
-    for out in outs:
+    for begin, out in zip(range(0, n, size), batches):
       losses.append(out.pop("loss"))
       scorer.update(out)
+      if not per_row:
+        progress.update(min(begin + size, n))
+    progress.finish(done=n, always=False)
     return scorer, (float(np.mean(np.concatenate(losses))) if losses
                     else float("nan"))
+
+  @staticmethod
+  def _in_row_order(step, inputs, size, progress):
+    """The step's outputs over rows sorted by length (like lengths batch
+    together), put back in row order as batches of `size`."""
+    n = len(inputs["input_ids"])
+    order = np.argsort(inputs["input_mask"].sum(axis=1), kind="stable")
+    outs = []
+    for begin in range(0, n, size):
+      outs.append(step({k: v[order[begin:begin + size]]
+                        for k, v in inputs.items()}))
+      progress.update(min(begin + size, n))
+    if not outs:  # an empty split
+      return []
+    inverse = np.argsort(order)
+    merged = {k: np.concatenate([o[k] for o in outs])[inverse]
+              for k in outs[0]}
+    return [{k: v[b:b + size] for k, v in merged.items()}
+            for b in range(0, n, size)]
 
   def _step(self, model, task, rows):
     """(fn(batch) -> {output: NumPy array, "loss": [B]}, per_row): the
