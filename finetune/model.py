@@ -42,7 +42,9 @@ class FinetuningModel(keras.Model):
     choices = inputs[0].shape[1] if len(inputs[0].shape) == 3 else None
     if choices:
       inputs = [keras.ops.reshape(x, (-1, x.shape[-1])) for x in inputs]
-    hidden = self.encoder(*inputs, training=training)
+    hidden = self.encoder(
+        *inputs, training=training,
+        first_token_only=self.tasks[task_name].first_token_only)
     if choices:
       hidden = keras.ops.reshape(hidden, (-1, choices) +
                                  tuple(hidden.shape[1:]))

@@ -74,6 +74,9 @@ class Task:
 
   # ---------------------------------------------- a fine-tuned model's head
   head_kind = ""  # what its head computes (export_model.py maps it)
+  # Whether loss_and_outputs reads only the first token's ([CLS]) hidden
+  # state: the encoder then makes no other token's last-layer output.
+  first_token_only = False
 
   def head_labels(self):
     """The labels the head's outputs stand for, in order (None: no label

@@ -199,11 +199,14 @@ class SelfAttention(layers.Layer):
     return ops.reshape(x, (batch, length, config.num_attention_heads,
                            config.head_size))
 
-  def call(self, x, mask, training=None):
-    """x: [B, T, H], or [B * T, H] rows of `mask`'s [B, 1, 1|T, T]."""
+  def call(self, x, mask, training=None, queries=None):
+    """x: [B, T, H], or [B * T, H] rows of `mask`'s [B, 1, 1|T, T].
+    queries: [B, Q, H] states that attend to x (default x itself)."""
     config = self.config
     batch, length = ops.shape(mask)[0], ops.shape(mask)[-1]
-    q, k, v = (self._heads(self.query(x), batch, length),
+    q_length = length if queries is None else ops.shape(queries)[1]
+    q, k, v = (self._heads(self.query(x if queries is None else queries),
+                           batch, q_length),
                self._heads(self.key(x), batch, length),
                self._heads(self.value(x), batch, length))
     if training and config.attention_probs_dropout_prob > 0:
@@ -218,8 +221,9 @@ class SelfAttention(layers.Layer):
       # traceback per traced layer, then run XLA's attention: run it now.
       context = ops.dot_product_attention(q, k, v, mask=mask,
                                           flash_attention=False)
-    return ops.reshape(context, (-1, config.hidden_size) if len(x.shape) == 2
-                       else (batch, length, config.hidden_size))
+    return ops.reshape(context, (-1, config.hidden_size)
+                       if len(x.shape) == 2 and queries is None
+                       else (batch, q_length, config.hidden_size))
 
 
 class TransformerLayer(layers.Layer):
@@ -253,10 +257,12 @@ class TransformerLayer(layers.Layer):
     self.output_layer_norm.build((None, None, h))
     self.built = True
 
-  def call(self, x, mask, training=None):
-    a = self.attention(x, mask, training=training)
+  def call(self, x, mask, training=None, queries=None):
+    """queries: [B, Q, H] rows of x, the only ones whose outputs are made
+    (default all of x); keys and values are all of x."""
+    a = self.attention(x, mask, training=training, queries=queries)
     a = self.dropout(self.attention_output(a), training=training)
-    x = self.attention_layer_norm(x + a)
+    x = self.attention_layer_norm((x if queries is None else queries) + a)
     h = self.dropout(self.output_dense(self.intermediate(x)),
                      training=training)
     return self.output_layer_norm(x + h)
@@ -300,8 +306,12 @@ class Encoder(layers.Layer):
       layer.build((None, None, self.config.hidden_size))
     self.built = True
 
-  def call(self, input_ids, input_mask=None, segment_ids=None, training=None):
-    """Returns [batch, seq_len, hidden_size] final hidden states."""
+  def call(self, input_ids, input_mask=None, segment_ids=None, training=None,
+           first_token_only=False):
+    """Returns [batch, seq_len, hidden_size] final hidden states, or with
+    `first_token_only` [batch, 1, hidden_size], the first token's alone:
+    the last layer then makes no other token's output (a [CLS] head's
+    encoder: those outputs would be thrown away)."""
     if input_mask is None:
       input_mask = ops.ones_like(input_ids)
     x = self.embeddings(input_ids, segment_ids, training=training)
@@ -318,8 +328,14 @@ class Encoder(layers.Layer):
     rows = self.compute_dtype == "float32"
     if rows:
       x = ops.reshape(x, (-1, self.config.hidden_size))
-    for i in range(self.config.num_hidden_layers):
+    last = self.config.num_hidden_layers - 1
+    for i in range(last + 1):
       layer = self.transformer_layers[i % len(self.transformer_layers)]
+      if i == last and first_token_only:
+        first = (ops.reshape(x, (shape[0], shape[1], self.config.hidden_size))
+                 if rows else x)[:, :1]
+        # The first query's row of the mask ([B, 1, T, T]: causal towers).
+        return layer(x, mask[:, :, :1], training=training, queries=first)
       x = layer(x, mask, training=training)
     if rows:
       x = ops.reshape(x, (shape[0], shape[1], self.config.hidden_size))

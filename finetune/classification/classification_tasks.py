@@ -194,6 +194,8 @@ class GLUETask(Task):
     return features
 
   # ---------------------------------------------------------- head, loss
+  first_token_only = True  # the [CLS] state
+
   def build_head(self, model_config):
     return LinearHead(model_config,
                       1 if self.is_regression else len(self.labels),

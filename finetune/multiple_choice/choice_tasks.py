@@ -117,6 +117,7 @@ class MultipleChoiceTask(Task):
 
   # ---------------------------------------------------------- head, loss
   head_kind = "multiple_choice"
+  first_token_only = True  # each option's [CLS] state
 
   def build_head(self, model_config):
     return LinearHead(model_config, 1, name=f"{self.name}_head")
