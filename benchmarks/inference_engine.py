@@ -1,6 +1,6 @@
 """The inference engine beside our TensorFlow path and transformers, in one
 process: GLUE dev forward, SQuAD dev forward, the runner's evaluation end
-to end, n-pass MLM PLL. OpenVINO (the engine) and ONNX Runtime (the
+to end (a run's first and a later trial's), n-pass MLM PLL. OpenVINO (the engine) and ONNX Runtime (the
 candidate it was chosen over; measured only here, where it is installed:
 pip install onnxruntime tf2onnx) side by side.
 
@@ -20,9 +20,9 @@ same way, from one random checkpoint; scoring_speed.py the PLL sides):
   onnxruntime the same frozen graph through tf2onnx, CPU provider (fp32:
               it has no bf16 matmuls on CPU)
   hf          transformers on PyTorch, its best of fp32 / bf16 autocast
-GLUE's sides also run "trimmed": rows sorted by length, each batch cut to
-its longest row (ours: the Predictor's engine path, rounded up to 8; hf:
-exactly, as its DataCollatorWithPadding pads). Forward figures are the best
+Each forward also runs "trimmed": rows sorted by length, each batch cut to
+its longest row (ours: the Predictor's engine path, rounded up to 8, at
+least SQuAD's beam; hf: exactly, as its DataCollatorWithPadding pads). Forward figures are the best
 of --loops (sides alternate loop by loop); the evaluation end to end is one
 first predict() per engine, compile included, as a run's first dev
 evaluation. Each forward also prints its ceiling: the time its matmuls
@@ -137,7 +137,7 @@ def forward_sides(kind, args):
 
   if "openvino" in args.engine_list:
     engine = Engine("openvino", args.precision)
-    fn = engine.wrap(forward)
+    fn = engine.wrap(forward, variables=runner_model.variables)
     sides[f"openvino {engine.precision}"] = timed(fn)
   if "onnxruntime" in args.engine_list:
     try:
@@ -156,13 +156,14 @@ def forward_sides(kind, args):
       hf = ft.build_hf(kind, precision, args, args.features[kind], features,
                        len(examples))
       sides[f"hf {precision}"] = hf["forward"]
-      if kind == "glue":
-        sides[f"hf {precision} trimmed"] = hf_trimmed(hf, inputs, b)
-  if kind == "glue" and "openvino" in args.engine_list:
+      sides[f"hf {precision} trimmed"] = hf_trimmed(hf, inputs, b)
+  if "openvino" in args.engine_list:
     order = np.argsort(inputs["input_mask"].sum(axis=1), kind="stable")
     batches = [{k: v[order[i:i + b]] for k, v in inputs.items()}
                for i in range(0, n, b)]
-    fn = engine.wrap(forward, trim_by="input_mask")
+    fn = engine.wrap(forward, trim_by="input_mask",
+                     min_length=task.min_trimmed_length,
+                     variables=runner_model.variables)
     sides[f"openvino {engine.precision} trimmed"] = timed(fn)
   runner = ours["runner"]
   config = getattr(runner, "model_config", None) or runner.encoder_config
@@ -252,23 +253,56 @@ def best_of(sides, loops):
 
 
 def evaluation_end_to_end(args):
-  """{engine: seconds} of a run's first dev evaluation (GLUE): a fresh
-  Predictor's predict, its trace or its conversion and compile included."""
+  """{side: seconds} of a run's first dev evaluation (GLUE): a fresh
+  Predictor's predict, its trace or its conversion and compile included;
+  "later trial": the same Predictor's on a new trial's model (TensorFlow
+  reuses its trace, the engine compiles the new weights); hf: its best
+  forward over the same rows (trimmed, fp32 or bf16 autocast, warm: it has
+  nothing to compile) and the accuracy from its argmax."""
+  from sklearn.metrics import accuracy_score
   from finetune.prediction import Predictor
   from inference.engine import Engine
   out = {}
   ours = ft.build_ours("glue", "float32", args, args.features["glue"])
   runner, model, task = ours["runner"], ours["model"], ours["task"]
+  later = runner._build(runner.config.seed + 1)  # noqa: SLF001
+  runner.predictor.call_once(later, task, "dev")
   for engine in ("tensorflow", "openvino"):
     if engine not in args.engine_list:
       continue
     predictor = Predictor(runner.config, runner.data)
     predictor.engine = Engine(engine, args.precision)
-    with contextlib.redirect_stdout(open(os.devnull, "w")):
-      start = time.perf_counter()
-      predictor.predict(model, task, "dev")
-      out[f"{engine} {predictor.engine.describe(1)}"] = (
-          time.perf_counter() - start)
+    name = f"{engine} {predictor.engine.describe(1)}"
+    for key, trial_model in ((name, model), (f"{name} later trial", later)):
+      with contextlib.redirect_stdout(open(os.devnull, "w")):
+        start = time.perf_counter()
+        predictor.predict(trial_model, task, "dev")
+        out[key] = time.perf_counter() - start
+  if "hf" in args.engine_list:
+    import torch
+    from finetune.featurization import model_inputs
+    examples, rows = args.dev["glue"]
+    inputs = model_inputs(rows)
+    labels = rows["label_ids"]
+    order = np.argsort(inputs["input_mask"].sum(axis=1), kind="stable")
+    for precision in ("float32", "bfloat16"):
+      hf = ft.build_hf("glue", precision, args, args.features["glue"], rows,
+                       len(examples))
+      hf["model"].eval()
+
+      def evaluate():
+        logits = np.empty((len(order), 2), np.float32)
+        with torch.inference_mode(), hf["autocast"]:
+          for i in range(0, len(order), args.batch_size):
+            idx = order[i:i + args.batch_size]
+            length = int(inputs["input_mask"][idx].sum(axis=1).max())
+            batch = ft.hf_inputs({k: inputs[k][idx][:, :length] for k in (
+                "input_ids", "input_mask", "segment_ids")}, 0, len(idx))
+            logits[idx] = hf["model"](**batch).logits.float().numpy()
+        return accuracy_score(labels, logits.argmax(-1))
+      evaluate()  # warm
+      out[f"hf {precision} trimmed"] = min(_seconds(evaluate)
+                                           for _ in range(args.loops))
   return out
 
 
@@ -323,6 +357,35 @@ def report(name, seconds, count, unit, machine):
   return dict(seconds=seconds, rates=rates, count=count, unit=unit)
 
 
+def report_evaluation(seconds, count, machine):
+  """Prints each side's rate and, for a run's first evaluation and a later
+  trial's, ours (engine) against transformers' best and our TensorFlow
+  path of the same trial."""
+  rates = {side: count / s for side, s in seconds.items()}
+  print(f"\nthe runner's GLUE dev evaluation, end to end: {count} examples"
+        f"  [{machine}]")
+  for side, rate in rates.items():
+    print(f"  {side:<36} {rate:10.2f} examples/s")
+  hf = max((r for s, r in rates.items() if s.startswith("hf")), default=None)
+  ratios = {}
+  for trial in ("", " later trial"):
+    engine = [r for s, r in rates.items() if s.startswith("openvino") and
+              s.endswith(" later trial") == bool(trial)]
+    tf_rate = [r for s, r in rates.items() if s.startswith("tensorflow") and
+               s.endswith(" later trial") == bool(trial)]
+    if not engine:
+      continue
+    what = "a later trial" if trial else "the first evaluation"
+    for peer, rate in (("hf best", hf), ("our TensorFlow", tf_rate[0] if
+                                          tf_rate else None)):
+      if rate:
+        ratios[f"{what}: engine / {peer}"] = engine[0] / rate
+        print(f"  {what}: engine / {peer}: {engine[0] / rate:.2f}x  "
+              f"[{machine}]")
+  return dict(seconds=seconds, rates=rates, count=count, unit="examples",
+              ratios=ratios)
+
+
 def ceiling(seconds, gemm, peak, machine):
   """Prints and returns, for padded and trimmed rows, the matmuls' time at
   `peak`, ours (engine) against it, and hf's best over it: the largest
@@ -374,9 +437,8 @@ def main(argv=None):
           f"{kind} dev forward", seconds, count, "examples", machine)
       result[f"{kind}_forward"]["ceiling"] = ceiling(seconds, gemm, peak,
                                                      machine)
-    result["evaluation"] = report(
-        "the runner's first GLUE dev evaluation, end to end",
-        evaluation_end_to_end(args), args.eval_examples, "examples", machine)
+    result["evaluation"] = report_evaluation(
+        evaluation_end_to_end(args), len(args.dev["glue"][0]), machine)
   seconds, count = pll_sides(args)
   result["mlm_pll"] = report("n-pass MLM PLL", seconds, count, "sentences",
                              machine)

@@ -10,11 +10,6 @@ from finetune.featurization import model_inputs
 from inference.engine import Engine
 from training.progress import Progress
 
-# Heads whose outputs are one per row: the engine may cut their batches'
-# padding (a tagger's or a span head's are per token).
-PER_ROW_HEADS = ("classification", "regression")
-
-
 class Predictor:
   """Runs a model over a split of the run's TaskData in eval batches, one
   traced step per task and model shape for the whole run: the step takes
@@ -25,10 +20,11 @@ class Predictor:
     self.config = config
     self.data = data
     self._eval_steps = {}  # (task, variables' shapes) -> traced eval step
-    # Or the engine (inference/engine.py): one compiled forward per model
-    # and task, its weights frozen in (so one per trial).
+    # Or the engine (inference/engine.py): one conversion per task and
+    # model shape for the run, compiled with each trial's weights in.
     self.engine = Engine(config.inference_engine, config.inference_precision)
-    self._engine_steps = {}  # (id(model), task) -> (model, EngineFunction)
+    # (task, variables' shapes) -> (the model compiled in, EngineFunction)
+    self._engine_steps = {}
 
   def call_once(self, model, task, split):
     """Calls the model on one row of a split, so that every variable
@@ -86,19 +82,21 @@ class Predictor:
     batches' padding (a task whose outputs are per row, not per token)."""
     task_name = task.name
     if self.engine.runs(rows):
-      per_row = task.head_kind in PER_ROW_HEADS
-      key = (id(model), task_name)
+      per_row = task.per_row_outputs
+      key = (task_name, _shapes(model))
       if key not in self._engine_steps:
-        self._engine_steps = {k: v for k, v in self._engine_steps.items()
-                              if v[0] is model}  # an earlier trial's: freed
-
         def forward(batch):
           loss, outputs = model(batch, task_name=task_name, training=False)
           return dict(outputs, loss=loss)
 
         self._engine_steps[key] = (model, self.engine.wrap(
-            forward, trim_by="input_mask" if per_row else None))
-      return self._engine_steps[key][1], per_row
+            forward, trim_by="input_mask" if per_row else None,
+            min_length=task.min_trimmed_length, variables=model.variables))
+      bound, step = self._engine_steps[key]
+      if bound is not model:  # a later trial's: its weights compiled in
+        step.rebind(model.variables)
+        self._engine_steps[key] = (model, step)
+      return step, per_row
     step = self._eval_step(model, task_name)
     weights = [[tf.convert_to_tensor(v) for v in variables] for variables in
                (model.trainable_variables, model.non_trainable_variables)]
@@ -108,7 +106,7 @@ class Predictor:
   def _eval_step(self, model, task_name):
     """The traced eval step for a task and this model's shape, made once
     (dev, test, predict files and later trials reuse it)."""
-    key = (task_name, tuple((tuple(v.shape), v.dtype) for v in model.variables))
+    key = (task_name, _shapes(model))
     step = self._eval_steps.get(key)
     if step is None:
       template = model  # its layers run; the weights come as arguments
@@ -130,3 +128,8 @@ class Predictor:
     scorer, _ = self.predict(model, task, split)
     return scorer.collected()["predictions" if task.head_kind == "regression"
                               else "probabilities"]
+
+
+def _shapes(model):
+  """What a trace of the model depends on: its variables' shapes, dtypes."""
+  return tuple((tuple(v.shape), v.dtype) for v in model.variables)

@@ -77,6 +77,12 @@ class Task:
   # Whether loss_and_outputs reads only the first token's ([CLS]) hidden
   # state: the encoder then makes no other token's last-layer output.
   first_token_only = False
+  # Whether its inference outputs are one per row ([B, ...] of fixed
+  # shape, none per token) for [B, T] inputs: the inference engine may
+  # then cut a batch's padding (inference/engine.py), at least to
+  # `min_trimmed_length` tokens.
+  per_row_outputs = False
+  min_trimmed_length = 1
 
   def head_labels(self):
     """The labels the head's outputs stand for, in order (None: no label

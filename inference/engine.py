@@ -9,12 +9,14 @@ dims as None), cached for the run. TensorFlow stays the reference:
 engine "tensorflow" never compiles.
 
 Padding trimmed: where a caller's outputs are per row (a classifier's,
-a regression's), `trim_by` names the padding mask, and each batch runs at
-its longest row's length, rounded up to TRIM_MULTIPLE, instead of
-max_seq_length: padded keys are masked out of attention, so the rows'
-outputs are the same computation on less padding.
+a regression's, a span head's beam), `trim_by` names the padding mask, and
+each batch runs at its longest row's length (at least `min_length`),
+rounded up to TRIM_MULTIPLE, instead of max_seq_length: padded keys are
+masked out of attention, so the rows' outputs are the same computation on
+less padding.
 """
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -27,11 +29,12 @@ from inference.choices import resolve_precision
 TRIM_MULTIPLE = 8
 
 
-def trimmed_length(mask):
+def trimmed_length(mask, min_length=1):
   """The length a batch of [B, T] padding mask runs at: its last column
-  with any real token, rounded up to TRIM_MULTIPLE, at most T."""
+  with any real token, rounded up to TRIM_MULTIPLE, at least min_length,
+  at most T."""
   real = np.flatnonzero(np.asarray(mask).any(axis=0))
-  length = int(real[-1]) + 1 if real.size else 1
+  length = max(int(real[-1]) + 1 if real.size else 1, min_length)
   return min(mask.shape[1], -(-length // TRIM_MULTIPLE) * TRIM_MULTIPLE)
 
 
@@ -42,19 +45,51 @@ class EngineFunction:
   padded to max_seq_length) or "all" (every dim: scoring's batches of
   rounded widths and position counts). `trim_by`: the [B, T] padding mask
   feature whose padding is cut (module docstring), or None; with it, the
-  [B, T] features' length is dynamic too."""
+  [B, T] features' length is dynamic too. `variables`: the Keras
+  variables fn reads (a model's `variables`): traced as inputs, their
+  values at compile time put in as constants (openvino_engine), instead
+  of TensorFlow freezing them."""
 
-  def __init__(self, fn, precision, dynamic="batch", trim_by=None):
-    self._fn = tf.function(fn, autograph=False)
+  def __init__(self, fn, precision, dynamic="batch", trim_by=None,
+               min_length=1, variables=None):
+    self._variables = None if variables is None else list(variables)
+    self._values = self._variables  # whose values are compiled in
+    if self._variables is None:
+      self._fn = tf.function(fn, autograph=False)
+    else:
+      def stateless(values, features):
+        with keras.StatelessScope(
+            state_mapping=list(zip(self._variables, values))):
+          return fn(features)
+      self._fn = tf.function(stateless, autograph=False)
     self.precision = precision
     self._dynamic = dynamic
     self._trim_by = trim_by
+    self._min_length = min_length
     self._compiled = {}  # input signature -> openvino_engine.CompiledFunction
+    self._converted = {}  # input signature -> the first weights' compile
+
+  def rebind(self, variables):
+    """Compiles in the values of `variables` (another model of the same
+    shapes: a later trial's) from now on, reusing the trace and conversion
+    of each signature."""
+    variables = list(variables)
+    if self._variables is None or [tuple(v.shape) for v in variables] != [
+        tuple(v.shape) for v in self._variables]:
+      raise ValueError("rebind needs variables of the traced shapes")
+    self._values = variables
+    self._compiled = {}
+    for converted in self._converted.values():
+      converted.release()  # the earlier weights' compile
+
+  def _weights(self):
+    return {f"engine_weight_{i}": keras.ops.convert_to_numpy(v.value)
+            for i, v in enumerate(self._values)}
 
   def _trimmed(self, features):
     """The features with every [B, T] one cut to the batch's length."""
     mask = features[self._trim_by]
-    length = trimmed_length(mask)
+    length = trimmed_length(mask, self._min_length)
     return {k: v[:, :length] if self._sequence(v, mask) else v
             for k, v in features.items()}
 
@@ -78,11 +113,23 @@ class EngineFunction:
     from inference import openvino_engine
     key = self._signature(features)
     found = self._compiled.get(key)
+    if found is None and key in self._converted:
+      found = self._compiled[key] = self._converted[key].with_weights(
+          self._weights())
     if found is None:
       specs = {k: tf.TensorSpec(shape, dtype, name=k)
                for k, dtype, shape in key}
-      found = openvino_engine.CompiledFunction(
-          self._fn.get_concrete_function(specs), self.precision)
+      if self._variables is None:
+        found = openvino_engine.CompiledFunction(
+            self._fn.get_concrete_function(specs), self.precision)
+      else:
+        names = [f"engine_weight_{i}" for i in range(len(self._variables))]
+        found = openvino_engine.CompiledFunction(
+            self._fn.get_concrete_function(
+                [tf.TensorSpec(v.shape, v.dtype, name=name)
+                 for v, name in zip(self._variables, names)], specs),
+            self.precision, weights=self._weights())
+        self._converted[key] = found
       self._compiled[key] = found
     return found
 
@@ -109,8 +156,10 @@ class Engine:
       return rows >= AUTO_MIN_ROWS
     return self.engine != "tensorflow"
 
-  def wrap(self, fn, dynamic="batch", trim_by=None):
-    return EngineFunction(fn, self.precision, dynamic, trim_by)
+  def wrap(self, fn, dynamic="batch", trim_by=None, min_length=1,
+           variables=None):
+    return EngineFunction(fn, self.precision, dynamic, trim_by, min_length,
+                          variables)
 
   def describe(self, rows):
     return (f"OpenVINO, {self.precision}" if self.runs(rows) else

@@ -1,8 +1,15 @@
 """Our model's forward, compiled by OpenVINO: a tf.function's concrete
-function, its variables frozen to constants, written as a GraphDef and read
-by OpenVINO's TensorFlow frontend, our LayerNorm and GELU fused
-(fusions.py), compiled for the CPU at a precision hint."""
+function written as a GraphDef and read by OpenVINO's TensorFlow frontend,
+its weights made constants, our LayerNorm, GELU and attention fused
+(fusions.py), compiled for the CPU at a precision hint.
 
+The weights: a function traced statelessly (its variables' values as
+inputs, `weights_graph`) has them put in as constants on OpenVINO's side,
+~5x faster than TensorFlow's freezing (convert_variables_to_constants_v2,
+half of a Small model's whole conversion), which `frozen_graph` still does
+for a function that reads its variables."""
+
+import copy
 import os
 import tempfile
 
@@ -36,6 +43,30 @@ def frozen_graph(concrete):
                                                frozen.outputs]
 
 
+def weights_graph(concrete):
+  """(GraphDef, input names, output names) of a concrete function that
+  captures no variable (its weights come as inputs)."""
+  if any(t.dtype == tf.resource for t in concrete.inputs):
+    raise ValueError("the function reads variables: freeze it instead")
+  return (concrete.graph.as_graph_def(),
+          [t.name.split(":")[0] for t in concrete.inputs],
+          [t.name for t in concrete.outputs])
+
+
+def _set_constants(model, constants):
+  """Replaces the model's Parameters named in `constants` by Constants of
+  those values."""
+  from openvino import opset13 as ov_ops
+  for param in list(model.get_parameters()):
+    name = next((n.split(":")[0] for n in param.output(0).get_names()
+                 if n.split(":")[0] in constants), None)
+    if name is None:
+      continue
+    value = ov_ops.constant(np.ascontiguousarray(constants[name]))
+    param.output(0).replace(value.output(0))
+    model.remove_parameter(param)
+
+
 def _passed_input(graph_def, tensor, inputs):
   """The input that output `tensor` is (through Identity nodes)."""
   nodes = {n.name: n for n in graph_def.node}
@@ -62,10 +93,11 @@ def _bitcast_sign(node):
   return [value.output(0)]
 
 
-def read_model(graph_def):
-  """The openvino.Model of a frozen GraphDef, fused. A file, not the
-  Python object: the frontend reads a file in C++, ~3x faster than
-  walking the object node by node."""
+def read_model(graph_def, constants=None):
+  """The openvino.Model of a GraphDef, the inputs named in `constants`
+  ({name: array}) made constants, fused. A file, not the Python object:
+  the frontend reads a file in C++, ~3x faster than walking the object
+  node by node."""
   from openvino.frontend import ConversionExtension
   from openvino.frontend import FrontEndManager
   with tempfile.TemporaryDirectory(prefix="ov_convert_") as folder:
@@ -75,6 +107,8 @@ def read_model(graph_def):
     frontend = FrontEndManager().load_by_framework("tf")
     frontend.add_extension(ConversionExtension("Bitcast", _bitcast_sign))
     model = frontend.convert(frontend.load(path))
+  if constants:
+    _set_constants(model, constants)
   return fusions.fuse(model)
 
 
@@ -86,12 +120,46 @@ def compile_model(model, precision):
 
 class CompiledFunction:
   """fn(features dict of arrays) -> the concrete function's outputs (its
-  structure, NumPy arrays), run by an OpenVINO CompiledModel."""
+  structure, NumPy arrays), run by an OpenVINO CompiledModel.
 
-  def __init__(self, concrete, precision):
-    graph_def, self._inputs, outputs = frozen_graph(concrete)
+  `weights`: {input name: value} of a stateless concrete function's weight
+  inputs (weights_graph), made constants; None: the function reads its
+  variables, and is frozen. A stateless one keeps its converted model
+  (weights still inputs): `with_weights` compiles it with other weights
+  of the same shapes (a later trial's) with no trace or conversion."""
+
+  def __init__(self, concrete, precision, weights=None):
+    self._precision = precision
+    self._template = None
+    if weights is None:
+      self._graph_def, self._inputs, self._names = frozen_graph(concrete)
+      model = read_model(self._graph_def)
+    else:
+      self._graph_def, inputs, self._names = weights_graph(concrete)
+      self._inputs = [name for name in inputs if name not in weights]
+      self._template = read_model(self._graph_def)
+      model = self._template.clone()
+      _set_constants(model, weights)
     self._structure = concrete.structured_outputs
-    model = read_model(graph_def)
+    self._compile(model)
+
+  def with_weights(self, weights):
+    """A CompiledFunction of the same function with other weights."""
+    if self._template is None:
+      raise ValueError("a frozen function has no weights to replace")
+    other = copy.copy(self)
+    model = self._template.clone()
+    _set_constants(model, weights)
+    other._compile(model)  # pylint: disable=protected-access
+    return other
+
+  def release(self):
+    """Frees the compiled model (its weights); with_weights still works."""
+    self._compiled = self._request = self._outputs = None
+
+  def _compile(self, model):
+    outputs = self._names
+    graph_def = self._graph_def
     # Inputs and outputs by name (the frontend keeps TF's tensor names).
     by_name = {name.split(":")[0]: i for i, port in enumerate(model.inputs)
                for name in port.get_names()}
@@ -99,7 +167,7 @@ class CompiledFunction:
                   if name in by_name]  # an unused input is pruned
     ports = {name: port for port in model.outputs
              for name in port.get_names()}
-    self._compiled = compile_model(model, precision)
+    self._compiled = compile_model(model, self._precision)
     # An output that is an input passed through (SQuAD's example_index)
     # has no Result: it is copied from the features.
     self._outputs = [

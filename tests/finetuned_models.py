@@ -44,8 +44,8 @@ def random_finetuned(path, task_names, labels=None, **values):
   """A fine-tuned model of `task_names` with O(1) random weights (no
   training), saved as run_finetuning.py keeps one."""
   tokenizer = load_tokenizer(str(VOCAB_8K))
-  config = FinetuningConfig(task_names=task_names, max_seq_length=24,
-                            **values)
+  values.setdefault("max_seq_length", 24)
+  config = FinetuningConfig(task_names=task_names, **values)
   tasks = task_builder.get_tasks(config, tokenizer)
   for task in tasks:
     if labels:

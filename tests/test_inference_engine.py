@@ -31,10 +31,10 @@ def predict(path, task_names, predict_file, tmp_path, engines, **values):
   from configure_finetuning import FinetuningConfig
   from finetune.model import finetuned_model
   from finetune.trainer import FinetuningRunner
+  values.setdefault("eval_batch_size", 64)
   config = FinetuningConfig(init_checkpoint=path, task_names=task_names,
                             do_predict=True, predict_file=predict_file,
-                            output_dir=str(tmp_path / "out"),
-                            eval_batch_size=64, **values)
+                            output_dir=str(tmp_path / "out"), **values)
   runner = FinetuningRunner(config)
   task = runner.tasks[0]
   examples, labelled = task.read_file(predict_file)
@@ -46,6 +46,7 @@ def predict(path, task_names, predict_file, tmp_path, engines, **values):
   for engine, precision in engines:
     runner.predictor.engine = Engine(engine, precision)
     out[engine, precision] = runner.predictor.predict(model, task, "predict")
+  predict.runner = runner  # for a test to look into
   return out, len(examples)
 
 
@@ -77,10 +78,20 @@ def test_squad_answers_identical(tmp_path):
   squad_slice(os.path.join(SHARED, "squad", "dev-v1.1.json"),
               str(tmp_path / "squad"), questions_dev=40)
   path = random_finetuned(tmp_path / "model", "squadv1",
-                          max_query_length=8)
+                          max_query_length=8, max_seq_length=64)
   got, n = predict(path, "squadv1", str(tmp_path / "squad" / "dev.json"),
                    tmp_path, [("tensorflow", "float32"),
-                              ("openvino", "float32")])
+                              ("openvino", "float32")], eval_batch_size=8)
+  # The engine ran the rows sorted by length, each batch cut to its
+  # longest row (the beam's outputs are per row): some batches were.
+  predictor = predict.runner.predictor
+  (_, step), = predictor._engine_steps.values()  # pylint: disable=W0212
+  mask = predictor.data.examples_and_features(
+      predict.runner.tasks[0], "predict")[1]["input_mask"]
+  mask = mask[np.argsort(mask.sum(axis=1), kind="stable")]
+  lengths = {step._trimmed({"input_mask": mask[b:b + 8]})[  # noqa
+      "input_mask"].shape[1] for b in range(0, len(mask), 8)}
+  assert min(lengths) < mask.shape[1] and len(lengths) > 1, lengths
   files = {}
   for key, (scorer, _) in got.items():
     files[key] = str(tmp_path / f"{key[0]}.json")
@@ -221,3 +232,68 @@ def test_padding_is_trimmed_per_batch():
     assert trimmed._trimmed(batch)["ids"].shape[1] == trimmed_length(mask)
     np.testing.assert_allclose(trimmed(batch), full(batch), **FP32)
   assert len(trimmed._compiled) == 1  # pylint: disable=protected-access
+
+
+def test_weights_as_constants_and_a_later_trials_rebind():
+  """With `variables`, the function is traced statelessly (no variable
+  frozen by TensorFlow) and its weights are put in as constants; rebind
+  compiles another model's weights of the same shapes into the same trace
+  and conversion: outputs equal each model's own TensorFlow forward."""
+  from inference.engine import EngineFunction
+  from model import Encoder
+  from model.config import TransformerConfig
+  from tests.tiny_runs import MICRO
+  config = TransformerConfig(vocab_size=40, **dict(MICRO,
+                                                   num_hidden_layers=2))
+  first, second = Encoder(config), Encoder(config)
+  rng = np.random.default_rng(1)
+  mask = (np.arange(12)[None] < np.array([12, 5, 8])[:, None]).astype(
+      np.int32)
+  batch = {"ids": rng.integers(5, 40, mask.shape).astype(np.int32),
+           "mask": mask}
+  for encoder in (first, second):
+    encoder(batch["ids"], batch["mask"])  # builds it
+  for v in second.trainable_variables:  # other weights, same shapes
+    v.assign(rng.normal(0.0, 0.5, tuple(v.shape)).astype(np.float32) +
+             float(v.path.endswith("gamma")))
+
+  def forward(batch):
+    return first(batch["ids"], batch["mask"], batch["ids"] * 0)
+
+  fn = EngineFunction(forward, "float32", variables=first.variables)
+  np.testing.assert_allclose(fn(batch), first(batch["ids"], batch["mask"],
+                                              batch["ids"] * 0), **FP32)
+  (compiled,) = fn._compiled.values()  # pylint: disable=protected-access
+  assert compiled._template is not None  # pylint: disable=protected-access
+  fn.rebind(second.variables)
+  want = second(batch["ids"], batch["mask"], batch["ids"] * 0)
+  assert np.abs(np.asarray(want) - fn(batch)).max() < 1e-5
+  assert np.abs(np.asarray(want) - np.asarray(first(
+      batch["ids"], batch["mask"], batch["ids"] * 0))).max() > 0.1
+  assert fn._fn.experimental_get_tracing_count() == 1  # noqa: SLF001
+  with pytest.raises(ValueError, match="traced shapes"):
+    fn.rebind(first.variables[:-1])
+
+
+def test_a_later_trials_model_is_compiled_with_its_own_weights(tmp_path):
+  """The Predictor converts once per task and model shape: a later trial's
+  model (same shapes, other weights) gets its own weights compiled in."""
+  from finetune.model import finetuned_model
+  path = random_finetuned(tmp_path / "model", "sst")
+  dev = os.path.join(SHARED, "glue", "SST-2", "dev.tsv")
+  predict(path, "sst", dev, tmp_path, [("openvino", "float32")])
+  runner = predict.runner
+  task = runner.tasks[0]
+  predictor = runner.predictor
+  later = finetuned_model(runner.finetuned, runner.tasks)
+  rng = np.random.default_rng(3)
+  for v in later.trainable_variables:
+    v.assign(v.numpy() + rng.normal(0.0, 0.2, tuple(v.shape)).astype(
+        np.float32))
+  predictor.call_once(later, task, "predict")
+  got = predictor.predict(later, task, "predict")[0].collected()
+  assert len(predictor._engine_steps) == 1  # pylint: disable=W0212
+  predictor.engine = Engine("tensorflow", "float32")
+  want = predictor.predict(later, task, "predict")[0].collected()
+  np.testing.assert_allclose(got["probabilities"], want["probabilities"],
+                             **FP32)

@@ -195,6 +195,7 @@ class GLUETask(Task):
 
   # ---------------------------------------------------------- head, loss
   first_token_only = True  # the [CLS] state
+  per_row_outputs = True  # a label or score per row
 
   def build_head(self, model_config):
     return LinearHead(model_config,

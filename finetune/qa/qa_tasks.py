@@ -156,6 +156,14 @@ class QATask(task.Task):
 
   # -- model
 
+  # Its inference outputs are the beam's (top-k starts and ends) per row;
+  # the top-k needs k tokens.
+  per_row_outputs = True
+
+  @property
+  def min_trimmed_length(self):
+    return self.config.beam_size
+
   def build_head(self, model_config):
     config = self.config
     dropout = (
