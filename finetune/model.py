@@ -79,10 +79,32 @@ def model_config_for(pretrained, config):
                              pretrain_config.generator_ffn_size,
                              pretrain_config.generator_heads,
                              pretrain_config.generator_layers)
+  encoder = _with_overrides(encoder, config.model_hparam_overrides)
   if config.hidden_dropout_prob is not None:
     encoder = dataclasses.replace(
         encoder, hidden_dropout_prob=config.hidden_dropout_prob)
   return encoder
+
+
+# What the pretrained weights' shapes fix: a fine-tuning run cannot change.
+PRETRAINED_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers",
+                    "num_attention_heads", "intermediate_size",
+                    "embedding_size", "max_position_embeddings",
+                    "type_vocab_size", "share_layers")
+
+
+def _with_overrides(encoder, overrides):
+  """The encoder config with fine-tuning's model_hparam_overrides (e.g.
+  dense_init of its heads, attention dropout) applied."""
+  known = {f.name for f in dataclasses.fields(encoder)}
+  for key, value in (overrides or {}).items():
+    if key not in known:
+      raise UserError(f"unknown key '{key}' in model_hparam_overrides")
+    if key in PRETRAINED_SHAPE and value != getattr(encoder, key):
+      raise UserError(
+          f"model_hparam_overrides '{key}' is the pretrained model's "
+          f"({getattr(encoder, key)}): fine-tuning cannot change it")
+  return dataclasses.replace(encoder, **(overrides or {}))
 
 
 def source_encoder(pretraining_model, init_from):

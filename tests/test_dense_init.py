@@ -53,3 +53,28 @@ def test_each_layer_draws_from_its_initializer(dense_init):
 def test_an_unknown_dense_init_is_one_line():
   with pytest.raises(UserError, match="dense_init"):
     TransformerConfig(dense_init="xavier", **SIZES)
+
+
+def test_finetuning_overrides_apply_to_its_model():
+  """Fine-tuning's model_hparam_overrides reach its encoder config (the
+  heads' dense_init, dropout), never the pretrained weights' shapes."""
+  import types
+  from configure_pretraining import PretrainingConfig
+  from finetune.config import FinetuningConfig
+  from finetune.model import model_config_for
+  pretrained = types.SimpleNamespace(config=PretrainingConfig(
+      model_size="tiny", vocab_size=100))
+  default = model_config_for(pretrained, FinetuningConfig())
+  assert default.dense_init == "original"
+  got = model_config_for(pretrained, FinetuningConfig(
+      model_hparam_overrides={"dense_init": "truncated_normal",
+                              "attention_probs_dropout_prob": 0.0}))
+  assert (got.dense_init, got.attention_probs_dropout_prob) == (
+      "truncated_normal", 0.0)
+  assert got.hidden_size == default.hidden_size
+  with pytest.raises(UserError, match="'hidden_size' is the pretrained"):
+    model_config_for(pretrained, FinetuningConfig(
+        model_hparam_overrides={"hidden_size": default.hidden_size * 2}))
+  with pytest.raises(UserError, match="unknown key 'hiden_size'"):
+    model_config_for(pretrained, FinetuningConfig(
+        model_hparam_overrides={"hiden_size": 8}))

@@ -92,8 +92,9 @@ def read_finetuning(records):
   scores = collections.defaultdict(lambda: collections.defaultdict(dict))
   pattern = os.path.join(records, "finetune", "*.json")
   for path in sorted(glob.glob(pattern)):
-    match = re.fullmatch(r"(original|ours)_lr([0-9.e-]+)_(\w+)_seed(\d+)\.json",
-                         os.path.basename(path))
+    match = re.fullmatch(
+        r"(original|ours|ours_orighead)_lr([0-9.e-]+)_([a-z]+)_seed(\d+)"
+        r"\.json", os.path.basename(path))
     if not match:
       continue
     side, lr, task, seed = match.groups()
@@ -212,33 +213,52 @@ def cross_eval_table(records, runs):
   return lines
 
 
+# Our fine-tuning sides: the head init each ran with (run_parity.py).
+FINETUNE_OURS = {"ours": "ours (truncated-normal heads)",
+                 "ours_orighead": "ours (the original's head init)"}
+
+
+def _scores(values):
+  return (f"{np.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}] "
+          f"(n={len(values)})")
+
+
 def finetuning_table(scores, floors):
+  ours = [s for s in FINETUNE_OURS
+          if any(scores[key].get(s) for key in scores)]
   lines = ["", "Fine-tuning one checkpoint (the original's seed 1) by both "
            "codes: dev score x100 (RTE, MRPC accuracy; CoLA MCC; STS-B "
            "Spearman), mean over fine-tuning seeds [min, max]; Welch's t-test "
-           "(scipy) over the seeds; beside them the no-text baseline (the "
-           "training set's majority class, `finetune/baselines.json`).", "",
-           "| lr | task | no-text baseline | original | ours | "
-           "ours - original | Welch p |",
-           "|---|---|---|---|---|---|---|"]
+           "(scipy) over the seeds, each of ours against the original; "
+           "beside them the no-text baseline (the training set's majority "
+           "class, `finetune/baselines.json`). The heads: the original "
+           "builds them with TF1's default init (glorot_uniform); `ours` "
+           "ran with a truncated normal (0.02) before `dense_init: "
+           "original` became the default.", "",
+           ("| lr | task | no-text baseline | original | " + "".join(
+               f"{FINETUNE_OURS[s]} | - original | Welch p | "
+               for s in ours)).rstrip(),
+           "|---|---|---|---|" + "---|---|---|" * len(ours)]
   for (lr, task) in sorted(scores):
     sides = scores[(lr, task)]
     if not all(sides.get(s) for s in SIDES):
       continue
     a = [sides["original"][k] for k in sorted(sides["original"])]
-    b = [sides["ours"][k] for k in sorted(sides["ours"])]
-    # No test without a spread on either side (e.g. every seed at the
-    # majority class).
-    p = (stats.ttest_ind(b, a, equal_var=False).pvalue
-         if min(len(a), len(b)) > 1 and np.std(a) + np.std(b) > 0
-         else float("nan"))
     floor = floors.get(task)
     floor = "-" if floor is None else f"{floor:.2f}"
-    lines.append(f"| {lr:g} | {task} | {floor} | {np.mean(a):.2f} "
-                 f"[{min(a):.2f}, "
-                 f"{max(a):.2f}] (n={len(a)}) | {np.mean(b):.2f} "
-                 f"[{min(b):.2f}, {max(b):.2f}] (n={len(b)}) | "
-                 f"{np.mean(b) - np.mean(a):+.2f} | {p:.3f} |")
+    row = f"| {lr:g} | {task} | {floor} | {_scores(a)} | "
+    for side in ours:
+      if not sides.get(side):
+        row += "- | - | - | "
+        continue
+      b = [sides[side][k] for k in sorted(sides[side])]
+      # No test without a spread on either side (e.g. every seed at the
+      # majority class).
+      p = (stats.ttest_ind(b, a, equal_var=False).pvalue
+           if min(len(a), len(b)) > 1 and np.std(a) + np.std(b) > 0
+           else float("nan"))
+      row += f"{_scores(b)} | {np.mean(b) - np.mean(a):+.2f} | {p:.3f} | "
+    lines.append(row.rstrip())
   return lines
 
 

@@ -225,7 +225,7 @@ def finetune(args):
   _write_machine(out_dir)
   for lr in spec["learning_rates"]:
     for task in spec["tasks"]:
-      for side in ("original", "ours"):
+      for side in spec.get("sides", ("original", "ours")):
         outs = {seed: os.path.join(out_dir, f"{side}_lr{lr:g}_{task}_seed"
                                    f"{seed}.json") for seed in spec["seeds"]}
         if all(os.path.exists(o) for o in outs.values()):
@@ -237,7 +237,8 @@ def finetune(args):
               _finetune_original(args, plan, lr, task, seed, out)
         else:
           _finetune_ours(args, spec, model_dir, lr, task, outs,
-                         os.path.join(work, f"ours_lr{lr:g}_{task}"))
+                         os.path.join(work, f"{side}_lr{lr:g}_{task}"),
+                         FINETUNE_DENSE_INIT[side])
 
 
 def baselines(args):
@@ -270,12 +271,19 @@ def _finetune_original(args, plan, lr, task, seed, out):
   shutil.rmtree(out + ".work", ignore_errors=True)  # its model, tfrecords
 
 
-def _finetune_ours(args, spec, model_dir, lr, task, outs, work):
+# Our sides' head init: "ours" ran before dense_init defaulted to the
+# original's glorot_uniform (its records were made with the truncated
+# normal); "ours_orighead" has the original's.
+FINETUNE_DENSE_INIT = {"ours": "truncated_normal", "ours_orighead": "original"}
+
+
+def _finetune_ours(args, spec, model_dir, lr, task, outs, work, dense_init):
   """All seeds in one run (num_trials; trial k has seed seed + k)."""
   seeds = sorted(outs)
   assert seeds == list(range(seeds[0], seeds[0] + len(seeds)))
   hparams = dict(spec["hparams"], learning_rate=lr, seed=seeds[0],
-                 num_trials=len(seeds), keep_model="none")
+                 num_trials=len(seeds), keep_model="none",
+                 model_hparam_overrides={"dense_init": dense_init})
   subprocess.run([sys.executable, os.path.join(REPO, "run_finetuning.py"),
                   "--init-checkpoint", model_dir,
                   "--vocab-file", os.path.join(args.data_dir, "vocab.txt"),
