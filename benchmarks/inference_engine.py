@@ -21,11 +21,14 @@ same way, from one random checkpoint; scoring_speed.py the PLL sides):
               it has no bf16 matmuls on CPU)
   hf          transformers on PyTorch, its best of fp32 / bf16 autocast
 Each forward also runs "trimmed": rows sorted by length, each batch cut to
-its longest row (ours: the Predictor's engine path, rounded up to 8, at
-least SQuAD's beam; hf: exactly, as its DataCollatorWithPadding pads). Forward figures are the best
-of --loops (sides alternate loop by loop); the evaluation end to end is one
-first predict() per engine, compile included, as a run's first dev
-evaluation. Each forward also prints its ceiling: the time its matmuls
+its longest row (ours: the Predictor's engine path, at least SQuAD's beam;
+hf: as its DataCollatorWithPadding pads). Forward figures are the best of
+--loops (sides alternate loop by loop). The evaluation end to end (all of
+--eval-examples): a fresh Predictor's first predict() per engine, trace or
+conversion and compile included, as a run's first dev evaluation, then a
+later trial's model on it (TensorFlow reuses its trace, the engine compiles
+the new weights into its conversion), beside hf's best trimmed forward and
+accuracy (warm: it has nothing to compile). Each forward also prints its ceiling: the time its matmuls
 alone would take at the engine's own bf16 matmul rate, measured in the
 same process, and so the largest ratio over hf any engine could reach on
 the same rows.

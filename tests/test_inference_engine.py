@@ -211,11 +211,12 @@ def test_padding_is_trimmed_per_batch():
   from model import Encoder
   from model.config import TransformerConfig
   from tests.tiny_runs import MICRO
-  assert TRIM_MULTIPLE == 8
+  assert TRIM_MULTIPLE == 1
   mask = np.zeros((2, 40), np.int32)
   mask[0, :9], mask[1, :3] = 1, 1
-  assert trimmed_length(mask) == 16
-  assert trimmed_length(np.ones((1, 12))) == 12  # never past T
+  assert trimmed_length(mask) == 9
+  assert trimmed_length(mask, min_length=20) == 20  # e.g. SQuAD's beam
+  assert trimmed_length(np.ones((1, 12)), min_length=20) == 12  # never > T
   encoder = Encoder(TransformerConfig(vocab_size=40, **dict(
       MICRO, num_hidden_layers=2)))
 
