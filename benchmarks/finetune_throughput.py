@@ -139,6 +139,8 @@ def task_settings(kind, args):
   if kind == "squad":
     hp.update(max_query_length=min(64, seq // 4), doc_stride=min(128,
                                                                   seq // 3))
+    if getattr(args, "qa_head", ""):  # default: the config's (the beam's)
+      hp.update(qa_head=args.qa_head)
   return seq, hp
 
 
