@@ -44,13 +44,17 @@ def frozen_graph(concrete):
 
 
 def weights_graph(concrete):
-  """(GraphDef, input names, output names) of a concrete function that
-  captures no variable (its weights come as inputs)."""
+  """(GraphDef, input names, output names, {name: value} of the tensors
+  it captures) of a concrete function that captures no variable (its
+  weights come as inputs)."""
   if any(t.dtype == tf.resource for t in concrete.inputs):
     raise ValueError("the function reads variables: freeze it instead")
-  return (concrete.graph.as_graph_def(),
-          [t.name.split(":")[0] for t in concrete.inputs],
-          [t.name for t in concrete.outputs])
+  names = [t.name.split(":")[0] for t in concrete.inputs]
+  captured = concrete.captured_inputs  # the last inputs, e.g. a constant
+  return (concrete.graph.as_graph_def(), names,
+          [t.name for t in concrete.outputs],
+          {name: value.numpy() for name, value in zip(
+              names[len(names) - len(captured):], captured)})
 
 
 def _set_constants(model, constants):
@@ -135,9 +139,11 @@ class CompiledFunction:
       self._graph_def, self._inputs, self._names = frozen_graph(concrete)
       model = read_model(self._graph_def)
     else:
-      self._graph_def, inputs, self._names = weights_graph(concrete)
-      self._inputs = [name for name in inputs if name not in weights]
-      self._template = read_model(self._graph_def)
+      self._graph_def, inputs, self._names, captured = weights_graph(
+          concrete)
+      self._inputs = [name for name in inputs
+                      if name not in weights and name not in captured]
+      self._template = read_model(self._graph_def, captured)
       model = self._template.clone()
       _set_constants(model, weights)
     self._structure = concrete.structured_outputs

@@ -327,7 +327,8 @@ class Scorer:
           np.asarray, self._steps[name](batch))
     if name not in self._engine_steps:
       self._engine_steps[name] = self.engine.wrap(
-          self._steps[name].python_function, dynamic="all")
+          self._steps[name].python_function, dynamic="all",
+          variables=self.model.variables)
     return self._engine_steps[name]
 
   def _make_steps(self):
