@@ -39,6 +39,11 @@ def trimmed_length(mask, min_length=1):
   return min(mask.shape[1], -(-length // TRIM_MULTIPLE) * TRIM_MULTIPLE)
 
 
+def _weight_name(i):
+  """The traced input (and OpenVINO Parameter) of the i-th variable."""
+  return f"engine_weight_{i}"
+
+
 class EngineFunction:
   """fn(features) -> outputs (NumPy), compiled per input signature.
 
@@ -84,7 +89,7 @@ class EngineFunction:
       converted.release()  # the earlier weights' compile
 
   def _weights(self):
-    return {f"engine_weight_{i}": keras.ops.convert_to_numpy(v.value)
+    return {_weight_name(i): keras.ops.convert_to_numpy(v.value)
             for i, v in enumerate(self._values)}
 
   def _trimmed(self, features):
@@ -124,11 +129,10 @@ class EngineFunction:
         found = openvino_engine.CompiledFunction(
             self._fn.get_concrete_function(specs), self.precision)
       else:
-        names = [f"engine_weight_{i}" for i in range(len(self._variables))]
         found = openvino_engine.CompiledFunction(
             self._fn.get_concrete_function(
-                [tf.TensorSpec(v.shape, v.dtype, name=name)
-                 for v, name in zip(self._variables, names)], specs),
+                [tf.TensorSpec(v.shape, v.dtype, name=_weight_name(i))
+                 for i, v in enumerate(self._variables)], specs),
             self.precision, weights=self._weights())
         self._converted[key] = found
       self._compiled[key] = found

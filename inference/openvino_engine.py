@@ -71,14 +71,12 @@ def _set_constants(model, constants):
     model.remove_parameter(param)
 
 
-def _passed_input(graph_def, tensor, inputs):
-  """The input that output `tensor` is (through Identity nodes)."""
+def _behind_identities(graph_def, tensor):
+  """The node that output `tensor` is, through Identity nodes."""
   nodes = {n.name: n for n in graph_def.node}
   name = tensor.split(":")[0]
   while nodes[name].op == "Identity":
     name = nodes[name].input[0].split(":")[0]
-  if name not in inputs:
-    raise ValueError(f"output {tensor} is not in the converted model")
   return name
 
 
@@ -136,16 +134,19 @@ class CompiledFunction:
     self._precision = precision
     self._template = None
     if weights is None:
-      self._graph_def, self._inputs, self._names = frozen_graph(concrete)
-      model = read_model(self._graph_def)
+      graph_def, self._inputs, self._names = frozen_graph(concrete)
+      model = read_model(graph_def)
     else:
-      self._graph_def, inputs, self._names, captured = weights_graph(
-          concrete)
+      graph_def, inputs, self._names, captured = weights_graph(concrete)
       self._inputs = [name for name in inputs
                       if name not in weights and name not in captured]
-      self._template = read_model(self._graph_def, captured)
-      model = self._template.clone()
-      _set_constants(model, weights)
+      self._template = read_model(graph_def, captured)
+      model = self._weighted(weights)
+    # What each output is behind Identity nodes (an input passed through
+    # has no Result): found now, so the GraphDef (a frozen one holds every
+    # weight) is not kept.
+    self._behind = {name: _behind_identities(graph_def, name)
+                    for name in self._names}
     self._structure = concrete.structured_outputs
     self._compile(model)
 
@@ -154,18 +155,20 @@ class CompiledFunction:
     if self._template is None:
       raise ValueError("a frozen function has no weights to replace")
     other = copy.copy(self)
+    other._compile(self._weighted(weights))  # pylint: disable=W0212
+    return other
+
+  def _weighted(self, weights):
+    """The converted model with `weights` put in as constants."""
     model = self._template.clone()
     _set_constants(model, weights)
-    other._compile(model)  # pylint: disable=protected-access
-    return other
+    return model
 
   def release(self):
     """Frees the compiled model (its weights); with_weights still works."""
     self._compiled = self._request = self._outputs = None
 
   def _compile(self, model):
-    outputs = self._names
-    graph_def = self._graph_def
     # Inputs and outputs by name (the frontend keeps TF's tensor names).
     by_name = {name.split(":")[0]: i for i, port in enumerate(model.inputs)
                for name in port.get_names()}
@@ -178,9 +181,13 @@ class CompiledFunction:
     # has no Result: it is copied from the features.
     self._outputs = [
         self._compiled.output(ports[name].get_any_name()) if name in ports
-        else _passed_input(graph_def, name, self._inputs)
-        for name in outputs]
+        else self._passed_input(name) for name in self._names]
     self._request = self._compiled.create_infer_request()
+
+  def _passed_input(self, output):
+    if self._behind[output] not in self._inputs:
+      raise ValueError(f"output {output} is not in the converted model")
+    return self._behind[output]
 
   def __call__(self, features):
     values = {name: np.asarray(features[name]) for name in self._inputs}
