@@ -39,13 +39,13 @@ class Predictor:
     scorer = task.get_scorer(examples, features)
     inputs = {k: np.asarray(v) for k, v in model_inputs(features).items()}
     n, size = len(inputs["input_ids"]), self.config.eval_batch_size
-    step, per_row = self._step(model, task, n)
+    steps, per_row = self._steps(model, task, n)
     progress = Progress(f"{split} {task.name}", n, "examples", sys.stdout)
     if per_row:  # the engine trims padding: run by length, score in order
-      batches = self._in_row_order(step, inputs, size, progress)
+      batches = self._in_row_order(steps, inputs, size, progress)
     else:  # scored batch by batch: no outputs held
-      batches = (step({k: v[b:b + size] for k, v in inputs.items()})
-                 for b in range(0, n, size))
+      batches = steps({k: v[b:b + size] for k, v in inputs.items()}
+                      for b in range(0, n, size))
     losses = []
     for begin, out in zip(range(0, n, size), batches):
       losses.append(out.pop("loss"))
@@ -57,15 +57,16 @@ class Predictor:
                     else float("nan"))
 
   @staticmethod
-  def _in_row_order(step, inputs, size, progress):
-    """The step's outputs over rows sorted by length (like lengths batch
+  def _in_row_order(steps, inputs, size, progress):
+    """The steps' outputs over rows sorted by length (like lengths batch
     together), put back in row order as batches of `size`."""
     n = len(inputs["input_ids"])
     order = np.argsort(inputs["input_mask"].sum(axis=1), kind="stable")
     outs = []
-    for begin in range(0, n, size):
-      outs.append(step({k: v[order[begin:begin + size]]
-                        for k, v in inputs.items()}))
+    for begin, out in zip(range(0, n, size), steps(
+        {k: v[order[begin:begin + size]] for k, v in inputs.items()}
+        for begin in range(0, n, size))):
+      outs.append(out)
       progress.update(min(begin + size, n))
     if not outs:  # an empty split
       return []
@@ -75,11 +76,12 @@ class Predictor:
     return [{k: v[b:b + size] for k, v in merged.items()}
             for b in range(0, n, size)]
 
-  def _step(self, model, task, rows):
-    """(fn(batch) -> {output: NumPy array, "loss": [B]}, per_row): the
-    engine's compiled forward for `rows` rows where the engine takes them,
-    else TensorFlow's traced eval step; per_row: the engine trims the
-    batches' padding (a task whose outputs are per row, not per token)."""
+  def _steps(self, model, task, rows):
+    """(fn(batches) -> an iterator of {output: NumPy array, "loss": [B]},
+    per_row): the engine's compiled forward for `rows` rows where the
+    engine takes them (batches in flight side by side), else TensorFlow's
+    traced eval step; per_row: the engine trims the batches' padding (a
+    task whose outputs are per row, not per token)."""
     task_name = task.name
     if self.engine.runs(rows):
       per_row = task.per_row_outputs
@@ -91,17 +93,19 @@ class Predictor:
 
         self._engine_steps[key] = (model, self.engine.wrap(
             forward, trim_by="input_mask" if per_row else None,
-            min_length=task.min_trimmed_length, variables=model.variables))
+            min_length=task.min_trimmed_length, variables=model.variables,
+            throughput=True))
       bound, step = self._engine_steps[key]
       if bound is not model:  # a later trial's: its weights compiled in
         step.rebind(model.variables)
         self._engine_steps[key] = (model, step)
-      return step, per_row
+      return step.map, per_row
     step = self._eval_step(model, task_name)
     weights = [[tf.convert_to_tensor(v) for v in variables] for variables in
                (model.trainable_variables, model.non_trainable_variables)]
-    return (lambda batch: {k: v.numpy() for k, v in
-                           step(*weights, batch).items()}), False
+    return (lambda batches: ({k: v.numpy() for k, v in
+                              step(*weights, batch).items()}
+                             for batch in batches)), False
 
   def _eval_step(self, model, task_name):
     """The traced eval step for a task and this model's shape, made once

@@ -54,10 +54,11 @@ class EngineFunction:
   [B, T] features' length is dynamic too. `variables`: the Keras
   variables fn reads (a model's `variables`): traced as inputs, their
   values at compile time put in as constants (openvino_engine), instead
-  of TensorFlow freezing them."""
+  of TensorFlow freezing them. `throughput`: compiled for `map` (many
+  batches in flight, openvino_engine.compile_model), not single calls."""
 
   def __init__(self, fn, precision, dynamic="batch", trim_by=None,
-               min_length=1, variables=None):
+               min_length=1, variables=None, throughput=False):
     self._variables = None if variables is None else list(variables)
     self._values = self._variables  # whose values are compiled in
     if self._variables is None:
@@ -72,6 +73,7 @@ class EngineFunction:
     self._dynamic = dynamic
     self._trim_by = trim_by
     self._min_length = min_length
+    self._throughput = throughput
     self._compiled = {}  # input signature -> openvino_engine.CompiledFunction
     self._converted = {}  # input signature -> the first weights' compile
 
@@ -127,22 +129,43 @@ class EngineFunction:
                for k, dtype, shape in key}
       if self._variables is None:
         found = openvino_engine.CompiledFunction(
-            self._fn.get_concrete_function(specs), self.precision)
+            self._fn.get_concrete_function(specs), self.precision,
+            throughput=self._throughput)
       else:
         found = openvino_engine.CompiledFunction(
             self._fn.get_concrete_function(
                 [tf.TensorSpec(v.shape, v.dtype, name=_weight_name(i))
                  for i, v in enumerate(self._variables)], specs),
-            self.precision, weights=self._weights())
+            self.precision, weights=self._weights(),
+            throughput=self._throughput)
         self._converted[key] = found
       self._compiled[key] = found
     return found
 
   def __call__(self, features):
+    features = self._prepared(features)
+    return self.compiled(features)(features)
+
+  def map(self, batches):
+    """Yields fn's outputs on each features dict of `batches`, in order,
+    several in flight (a run of batches of one signature at a time)."""
+    run, compiled = [], None
+    for features in batches:
+      features = self._prepared(features)
+      found = self.compiled(features)
+      if found is not compiled and run:
+        yield from compiled.map(run)
+        run = []
+      compiled = found
+      run.append(features)
+    if run:
+      yield from compiled.map(run)
+
+  def _prepared(self, features):
     features = {k: np.asarray(v) for k, v in features.items()}
     if self._trim_by is not None:
       features = self._trimmed(features)
-    return self.compiled(features)(features)
+    return features
 
 
 class Engine:
@@ -162,9 +185,9 @@ class Engine:
     return self.engine != "tensorflow"
 
   def wrap(self, fn, dynamic="batch", trim_by=None, min_length=1,
-           variables=None):
+           variables=None, throughput=False):
     return EngineFunction(fn, self.precision, dynamic, trim_by, min_length,
-                          variables)
+                          variables, throughput)
 
   def describe(self, rows):
     return (f"OpenVINO, {self.precision}" if self.runs(rows) else

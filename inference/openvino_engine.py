@@ -71,6 +71,16 @@ def _set_constants(model, constants):
     model.remove_parameter(param)
 
 
+def _row_slices(values, count):
+  """Up to `count` slices splitting the rows of a features dict (all
+  arrays rows first) evenly; [None] (the whole) if it has one row."""
+  rows = len(next(iter(values.values()))) if values else 0
+  if rows < 2:
+    return [None]
+  edges = np.linspace(0, rows, min(count, rows) + 1).astype(int)
+  return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
+
+
 def _behind_identities(graph_def, tensor):
   """The node that output `tensor` is, through Identity nodes."""
   nodes = {n.name: n for n in graph_def.node}
@@ -114,10 +124,14 @@ def read_model(graph_def, constants=None):
   return fusions.fuse(model)
 
 
-def compile_model(model, precision):
-  """A CompiledModel for the CPU; precision float32 or bfloat16."""
+def compile_model(model, precision, throughput=False):
+  """A CompiledModel for the CPU; precision float32 or bfloat16.
+  throughput: OpenVINO's THROUGHPUT hint (the cores split into streams
+  that each run one batch; for many batches at once, CompiledFunction.map)
+  instead of LATENCY (all cores on each call)."""
   return _core().compile_model(model, "CPU", {
-      "INFERENCE_PRECISION_HINT": HINTS[precision]})
+      "INFERENCE_PRECISION_HINT": HINTS[precision],
+      "PERFORMANCE_HINT": "THROUGHPUT" if throughput else "LATENCY"})
 
 
 class CompiledFunction:
@@ -128,10 +142,13 @@ class CompiledFunction:
   inputs (weights_graph), made constants; None: the function reads its
   variables, and is frozen. A stateless one keeps its converted model
   (weights still inputs): `with_weights` compiles it with other weights
-  of the same shapes (a later trial's) with no trace or conversion."""
+  of the same shapes (a later trial's) with no trace or conversion.
+  `throughput`: compiled for `map` (streams side by side); a single call
+  then runs on one stream's share of the cores."""
 
-  def __init__(self, concrete, precision, weights=None):
+  def __init__(self, concrete, precision, weights=None, throughput=False):
     self._precision = precision
+    self._throughput = throughput
     self._template = None
     if weights is None:
       graph_def, self._inputs, self._names = frozen_graph(concrete)
@@ -176,7 +193,7 @@ class CompiledFunction:
                   if name in by_name]  # an unused input is pruned
     ports = {name: port for port in model.outputs
              for name in port.get_names()}
-    self._compiled = compile_model(model, self._precision)
+    self._compiled = compile_model(model, self._precision, self._throughput)
     # An output that is an input passed through (SQuAD's example_index)
     # has no Result: it is copied from the features.
     self._outputs = [
@@ -190,9 +207,64 @@ class CompiledFunction:
     return self._behind[output]
 
   def __call__(self, features):
-    values = {name: np.asarray(features[name]) for name in self._inputs}
-    result = self._request.infer({index: values[name]
-                                  for name, index in self._feed})
-    flat = [values[port] if isinstance(port, str) else
-            np.array(result[port]) for port in self._outputs]
+    values = self._values(features)
+    result = self._request.infer(self._fed(values))
+    return self._pack(values, [np.array(result[port]) for port in
+                               self._ports()])
+
+  def map(self, batches):
+    """Yields the outputs of each features dict of `batches` (rows first,
+    as every output), in order, as many batches in flight as the compiled
+    model has streams; the last batch is split across the streams (it is
+    the longest of length-sorted batches, and a lone batch would otherwise
+    run on one stream's share of the cores)."""
+    import openvino as ov
+    streams = self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+    queue = ov.AsyncInferQueue(self._compiled, streams)
+    ports = self._ports()
+    done = {}  # (batch, part) -> its outputs, copied off the request
+
+    def finished(request, key):
+      done[key] = [np.array(request.get_tensor(port).data) for port in ports]
+    queue.set_callback(finished)
+    batches = [self._values(features) for features in batches]
+    parts = [[None]] * len(batches)  # a batch's row slices; None: whole
+    if batches and streams > 1:
+      parts[-1] = _row_slices(batches[-1], streams)
+
+    def ready(i):
+      return all((i, j) in done for j in range(len(parts[i])))
+
+    def outputs(i):
+      pieces = [done.pop((i, j)) for j in range(len(parts[i]))]
+      return self._pack(batches[i], [np.concatenate(o) for o in
+                                     zip(*pieces)])
+    yielded = 0
+    for i, values in enumerate(batches):
+      for j, rows in enumerate(parts[i]):
+        part = values if rows is None else {
+            name: value[rows] for name, value in values.items()}
+        queue.start_async(self._fed(part), (i, j))  # waits for a request
+      while yielded < i and ready(yielded):
+        yield outputs(yielded)
+        yielded += 1
+    queue.wait_all()
+    for i in range(yielded, len(batches)):
+      yield outputs(i)
+
+  def _values(self, features):
+    return {name: np.asarray(features[name]) for name in self._inputs}
+
+  def _fed(self, values):
+    return {index: values[name] for name, index in self._feed}
+
+  def _ports(self):
+    return [port for port in self._outputs if not isinstance(port, str)]
+
+  def _pack(self, values, computed):
+    """The function's outputs: `computed` (the compiled outputs' values,
+    in order) with the inputs passed through put back."""
+    computed = iter(computed)
+    flat = [values[port] if isinstance(port, str) else next(computed)
+            for port in self._outputs]
     return tf.nest.pack_sequence_as(self._structure, flat)

@@ -4,6 +4,7 @@ model, the SQuAD test questions), every PLL estimator, the fused graph."""
 
 import os
 
+import keras
 import numpy as np
 import pytest
 
@@ -233,6 +234,44 @@ def test_padding_is_trimmed_per_batch():
     assert trimmed._trimmed(batch)["ids"].shape[1] == trimmed_length(mask)
     np.testing.assert_allclose(trimmed(batch), full(batch), **FP32)
   assert len(trimmed._compiled) == 1  # pylint: disable=protected-access
+
+
+def test_map_runs_batches_in_flight_and_yields_them_in_order():
+  """map (the Predictor's way: a THROUGHPUT compile, several batches in
+  flight) yields each batch's outputs in the batches' order, equal to
+  TensorFlow's, across signatures (two dtypes of a feature: two compiled
+  models) and with an input passed through to an output."""
+  from inference.engine import EngineFunction
+  from model import Encoder
+  from model.config import TransformerConfig
+  from tests.tiny_runs import MICRO
+  encoder = Encoder(TransformerConfig(vocab_size=40, **dict(
+      MICRO, num_hidden_layers=2)))
+
+  def forward(batch):
+    ids = keras.ops.cast(batch["ids"], "int32")
+    return {"cls": encoder(ids, batch["mask"], ids * 0)[:, 0],
+            "index": batch["index"]}
+
+  encoder(np.ones((1, 4), np.int32), np.ones((1, 4), np.int32))  # builds
+  fn = EngineFunction(forward, "float32", trim_by="mask",
+                      variables=encoder.variables, throughput=True)
+  rng = np.random.default_rng(2)
+  batches = []
+  for i, lengths in enumerate(([9, 3], [20, 1, 7], [4], [11, 11], [2, 6])):
+    mask = (np.arange(24)[None] < np.array(lengths)[:, None]).astype(
+        np.int32)
+    ids = rng.integers(5, 40, mask.shape)
+    batches.append({"ids": ids.astype(np.int64 if i == 2 else np.int32),
+                    "mask": mask, "index": np.arange(len(lengths)) + 10 * i})
+  got = list(fn.map(iter(batches)))
+  assert len(got) == len(batches)
+  for batch, out in zip(batches, got):
+    ids = batch["ids"].astype(np.int32)
+    np.testing.assert_allclose(
+        out["cls"], encoder(ids, batch["mask"], ids * 0)[:, 0], **FP32)
+    np.testing.assert_array_equal(out["index"], batch["index"])
+  assert len(fn._compiled) == 2  # pylint: disable=protected-access
 
 
 def test_weights_as_constants_and_a_later_trials_rebind():
