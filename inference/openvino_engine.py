@@ -215,9 +215,9 @@ class CompiledFunction:
   def map(self, batches):
     """Yields the outputs of each features dict of `batches` (rows first,
     as every output), in order, as many batches in flight as the compiled
-    model has streams; the last batch is split across the streams (it is
-    the longest of length-sorted batches, and a lone batch would otherwise
-    run on one stream's share of the cores)."""
+    model has streams; the last `streams` batches are split across the
+    streams (the longest of length-sorted batches; a lone batch would
+    otherwise run on one stream's share of the cores)."""
     import openvino as ov
     streams = self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
     queue = ov.AsyncInferQueue(self._compiled, streams)
@@ -228,9 +228,10 @@ class CompiledFunction:
       done[key] = [np.array(request.get_tensor(port).data) for port in ports]
     queue.set_callback(finished)
     batches = [self._values(features) for features in batches]
-    parts = [[None]] * len(batches)  # a batch's row slices; None: whole
-    if batches and streams > 1:
-      parts[-1] = _row_slices(batches[-1], streams)
+    # A batch's row slices (None: whole): the last `streams` batches are
+    # split, so that the streams finish together.
+    parts = [[None] if i < len(batches) - streams or streams < 2 else
+             _row_slices(values, streams) for i, values in enumerate(batches)]
 
     def ready(i):
       return all((i, j) in done for j in range(len(parts[i])))
