@@ -26,11 +26,13 @@ from scipy import stats
 SIDES = ("original", "ours")
 # Our pretraining runs: with today's default (repeated_positions average,
 # the original's), and those made before it with the first slot's sample.
-# And ours_fp32: today's default in float32, as the original trains (the
-# others ran mixed_precision auto: bfloat16 on this CPU).
+# And ours_fp32: ours in float32, as the original trains (the others ran
+# mixed_precision auto: bfloat16 on this CPU); _origdense: the original's
+# dense init, today's default (the others ran the truncated normal).
 OURS = {"ours": "ours", "ours_first": "ours, first slot",
         "ours_fp32": "ours, float32",
-        "ours_origdense_fp32": "ours, float32, original dense init"}
+        "ours_origdense_fp32": "ours, float32, original dense init",
+        "ours_origdense": "ours, original dense init (today's default)"}
 PRETRAIN_SIDES = ("original",) + tuple(OURS)
 EVAL_METRICS = (("disc_auc", "discriminator AUC"),
                 ("disc_loss", "discriminator loss"),
@@ -66,7 +68,8 @@ def read_pretraining(records):
   runs = collections.defaultdict(dict)
   for folder in sorted(glob.glob(os.path.join(records, "pretrain", "*"))):
     match = re.fullmatch(
-        r"(original|ours|ours_first|ours_fp32|ours_origdense_fp32)_seed(\d+)",
+        r"(original|ours|ours_first|ours_fp32|ours_origdense_fp32|"
+        r"ours_origdense)_seed(\d+)",
         os.path.basename(folder))
     if not match:
       continue
@@ -131,12 +134,18 @@ def pretraining_table(runs):
       "Held-out eval at every checkpoint: mean over pretraining seeds "
       "[min, max]; seeds: " + "; ".join(
           f"{side} {seeds[side]}" for side in PRETRAIN_SIDES) + pending +
-      ". `ours` is today's default (a position masking picks twice gets the"
-      " original's floordiv-averaged generator sample, `repeated_positions:"
-      " average`); `ours, first slot` ran before that default, with the "
-      "first slot's sample (`repeated_positions: first`); both trained with "
-      "`mixed_precision: auto`, bfloat16 on this CPU; `ours, float32` is "
-      "today's default in float32, as the original trains. \"ranges "
+      ". `ours` has today's masking (a position masking picks twice gets "
+      "the original's floordiv-averaged generator sample, "
+      "`repeated_positions: average`) and the truncated normal where the "
+      "original's dense layers have no initializer (`dense_init: "
+      "truncated_normal`, the default before); `ours, first slot` ran "
+      "before that masking, with the first slot's sample "
+      "(`repeated_positions: first`); `ours, original dense init` is "
+      "today's default in full (`dense_init: original`, TF1's "
+      "glorot_uniform there); these trained with `mixed_precision: auto`, "
+      "bfloat16 on this CPU; `ours, float32` and `ours, float32, original "
+      "dense init` are `ours` and the latter in float32, as the original "
+      "trains. \"ranges "
       "overlap\": a side's seed range shares a value with the original's "
       "(with one seed a side, a range is a point and this says nothing); "
       "Welch's t-test (scipy) over the seeds at the last step. The "
@@ -271,7 +280,7 @@ def plot(runs, cpus, path):
   fig, axes = plt.subplots(2, 2, figsize=(10, 7))
   colors = {"original": "tab:blue", "ours": "tab:orange",
             "ours_first": "tab:gray", "ours_fp32": "tab:green",
-            "ours_origdense_fp32": "tab:red"}
+            "ours_origdense_fp32": "tab:red", "ours_origdense": "tab:purple"}
   for ax, (key, title) in zip(axes.flat, panels):
     for side in PRETRAIN_SIDES:
       seeds = sorted(runs.get(side, {}))
