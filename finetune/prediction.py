@@ -62,10 +62,9 @@ class Predictor:
     together), put back in row order as batches of `size`."""
     n = len(inputs["input_ids"])
     order = np.argsort(inputs["input_mask"].sum(axis=1), kind="stable")
-    outs = []
-    for begin, out in zip(range(0, n, size), steps(
-        {k: v[order[begin:begin + size]] for k, v in inputs.items()}
-        for begin in range(0, n, size))):
+    starts, outs = range(0, n, size), []
+    for begin, out in zip(starts, steps(
+        {k: v[order[b:b + size]] for k, v in inputs.items()} for b in starts)):
       outs.append(out)
       progress.update(min(begin + size, n))
     if not outs:  # an empty split

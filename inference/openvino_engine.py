@@ -183,7 +183,7 @@ class CompiledFunction:
 
   def release(self):
     """Frees the compiled model (its weights); with_weights still works."""
-    self._compiled = self._request = self._outputs = None
+    self._compiled = self._request = self._outputs = self._ports = None
 
   def _compile(self, model):
     # Inputs and outputs by name (the frontend keeps TF's tensor names).
@@ -199,6 +199,8 @@ class CompiledFunction:
     self._outputs = [
         self._compiled.output(ports[name].get_any_name()) if name in ports
         else self._passed_input(name) for name in self._names]
+    self._ports = [port for port in self._outputs
+                   if not isinstance(port, str)]  # those computed
     self._request = self._compiled.create_infer_request()
 
   def _passed_input(self, output):
@@ -209,8 +211,8 @@ class CompiledFunction:
   def __call__(self, features):
     values = self._values(features)
     result = self._request.infer(self._fed(values))
-    return self._pack(values, [np.array(result[port]) for port in
-                               self._ports()])
+    return self._pack(values, [np.array(result[port])
+                               for port in self._ports])
 
   def map(self, batches):
     """Yields the outputs of each features dict of `batches` (rows first,
@@ -221,7 +223,7 @@ class CompiledFunction:
     import openvino as ov
     streams = self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
     queue = ov.AsyncInferQueue(self._compiled, streams)
-    ports = self._ports()
+    ports = self._ports
     done = {}  # (batch, part) -> its outputs, copied off the request
 
     def finished(request, key):
@@ -258,9 +260,6 @@ class CompiledFunction:
 
   def _fed(self, values):
     return {index: values[name] for name, index in self._feed}
-
-  def _ports(self):
-    return [port for port in self._outputs if not isinstance(port, str)]
 
   def _pack(self, values, computed):
     """The function's outputs: `computed` (the compiled outputs' values,
