@@ -64,17 +64,13 @@ import shutil
 import sys
 import time
 
-# PyTorch's OpenMP threads otherwise busy-wait at every barrier: on a
-# loaded machine (more runnable threads than cores) that makes its steps
-# several times slower (measured: 2-13 s vs 0.5 s per step); passive
-# waiting is transformers' best here. Set before torch loads OpenMP.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script: make the repo importable
   sys.path.insert(0, ROOT)
 
+from benchmarks import OMP_WAIT_POLICIES  # noqa: E402
 from benchmarks import scratch  # noqa: E402
+from benchmarks import set_omp_wait_policy  # noqa: E402
 from benchmarks import write_json  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -418,6 +414,11 @@ def parse_args(argv=None):
                  help="PyTorch intra-op threads (0 = os.cpu_count())")
   p.add_argument("--tf-threads", type=int, default=0,
                  help="TensorFlow intra-op threads (0 = TF's default)")
+  p.add_argument("--omp-wait-policy", default="passive",
+                 choices=OMP_WAIT_POLICIES,
+                 help="PyTorch's OpenMP wait policy (benchmarks/__init__.py;"
+                      " passive: its best on a loaded machine, where these "
+                      "figures were measured; default: on a quiet one)")
   p.add_argument("--vocab-size", type=int, default=30522)
   p.add_argument("--vocab-file", default=os.path.join(
       SHARED, "vocab", "bert-base-uncased-vocab.txt"))
@@ -515,6 +516,7 @@ def trace_note(entry):
 
 def main(argv=None):
   args = parse_args(argv)
+  policy = set_omp_wait_policy(args.omp_wait_policy)
   if args.tf_threads:
     tf.config.threading.set_intra_op_parallelism_threads(args.tf_threads)
   import transformers
@@ -525,8 +527,8 @@ def main(argv=None):
         f"transformers {transformers.__version__}, Python "
         f"{platform.python_version()}; threads: TF "
         f"{args.tf_threads or 'default'}, torch "
-        f"{args.torch_threads or os.cpu_count()} (OMP_WAIT_POLICY="
-        f"{os.environ.get('OMP_WAIT_POLICY')})", flush=True)
+        f"{args.torch_threads or os.cpu_count()} (OMP_WAIT_POLICY "
+        f"{policy})", flush=True)
   tasks = split(args.tasks)
   for kind in tasks:
     if kind not in TASKS:

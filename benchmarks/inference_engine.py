@@ -1,12 +1,13 @@
-"""The inference engine beside our TensorFlow path and transformers, in one
-process: GLUE dev forward, SQuAD dev forward, the runner's evaluation end
-to end (a run's first and a later trial's), n-pass MLM PLL. OpenVINO (the engine) and ONNX Runtime (the
-candidate it was chosen over; measured only here, where it is installed:
-pip install onnxruntime tf2onnx) side by side.
+"""The inference engine beside our TensorFlow path and transformers: GLUE
+dev forward, SQuAD dev forward, the runner's evaluation end to end (a
+run's first and a later trial's), n-pass MLM PLL. OpenVINO (the engine)
+and ONNX Runtime (the candidate it was chosen over; measured only here,
+where it is installed: pip install onnxruntime tf2onnx) side by side.
 
   python benchmarks/inference_engine.py [--size small] [--batch-size 32]
       [--eval-examples 128] [--squad-eval-examples 16] [--loops 2]
-      [--sentences 40] [--precision auto] [--json out.json]
+      [--sentences 40] [--precision auto] [--omp-wait-policy default]
+      [--json out.json]
 
   quick check:  --size tiny --eval-examples 32 --squad-eval-examples 4
                 --seq-len 64 --squad-seq-len 128 --sentences 10 --loops 1
@@ -19,19 +20,23 @@ same way, from one random checkpoint; scoring_speed.py the PLL sides):
               --precision (auto = bfloat16 on AVX512-BF16/AMX)
   onnxruntime the same frozen graph through tf2onnx, CPU provider (fp32:
               it has no bf16 matmuls on CPU)
-  hf          transformers on PyTorch, its best of fp32 / bf16 autocast
+  hf          transformers on PyTorch, its best of fp32 / bf16 autocast,
+              in a process of its own (benchmarks/hf_inference.py) with
+              PyTorch's OpenMP wait policy at --omp-wait-policy (default:
+              libgomp's own, its best on a quiet machine)
 Each forward also runs "trimmed": rows sorted by length, each batch cut to
 its longest row (ours: the Predictor's engine path, at least SQuAD's beam;
 hf: as its DataCollatorWithPadding pads). Forward figures are the best of
---loops (sides alternate loop by loop). The evaluation end to end (all of
---eval-examples): a fresh Predictor's first predict() per engine, trace or
-conversion and compile included, as a run's first dev evaluation, then a
-later trial's model on it (TensorFlow reuses its trace, the engine compiles
-the new weights into its conversion), beside hf's best trimmed forward and
-accuracy (warm: it has nothing to compile). Each forward also prints its ceiling: the time its matmuls
-alone would take at the engine's own bf16 matmul rate, measured in the
-same process, and so the largest ratio over hf any engine could reach on
-the same rows.
+--loops (each process's sides alternate loop by loop). The evaluation end
+to end (all of --eval-examples): a fresh Predictor's first predict() per
+engine, trace or conversion and compile included, as a run's first dev
+evaluation, then a later trial's model on it (TensorFlow reuses its trace,
+the engine compiles the new weights into its conversion), beside hf's
+trimmed evaluation with accuracy: its first call in its process (the
+first at those shapes, as ours) and its best warm one. Each forward also
+prints its ceiling: the time its matmuls alone would take at the engine's
+own bf16 matmul rate, measured in the same process, and so the largest
+ratio over hf any engine could reach on the same rows.
 """
 
 import contextlib
@@ -39,7 +44,6 @@ import os
 import sys
 import time
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as finetune_throughput
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -48,8 +52,11 @@ if ROOT not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks import finetune_throughput as ft  # noqa: E402
+from benchmarks import hf_inference  # noqa: E402
 from benchmarks import scoring_speed  # noqa: E402
+from benchmarks import OMP_WAIT_POLICIES  # noqa: E402
 from benchmarks import scratch  # noqa: E402
+from benchmarks import set_omp_wait_policy  # noqa: E402
 from benchmarks import write_json  # noqa: E402
 from inference.choices import resolve_precision  # noqa: E402
 from util.machine import cpu_kind  # noqa: E402
@@ -71,6 +78,10 @@ def parse_args(argv=None):
   p.add_argument("--sentences", type=int, default=40)
   p.add_argument("--precision", default="auto")
   p.add_argument("--engines", default="tensorflow,openvino,onnxruntime,hf")
+  p.add_argument("--omp-wait-policy", default="default",
+                 choices=OMP_WAIT_POLICIES,
+                 help="PyTorch's OpenMP wait policy (benchmarks/__init__.py;"
+                      " default: transformers' best on a quiet machine)")
   p.add_argument("--json", default="")
   for k, v in vars(p.parse_args(argv)).items():
     setattr(args, k, v)
@@ -164,12 +175,6 @@ def forward_sides(kind, args):
                                           batches)
     except Exception as e:  # not installed, or a conversion failure
       print(f"  onnxruntime: {type(e).__name__}: {str(e)[:200]}", flush=True)
-  if "hf" in args.engine_list:
-    for precision in ("float32", "bfloat16"):
-      hf = ft.build_hf(kind, precision, args, args.features[kind], features,
-                       len(examples))
-      sides[f"hf {precision}"] = hf["forward"]
-      sides[f"hf {precision} trimmed"] = hf_trimmed(hf, inputs, b)
   if "openvino" in args.engine_list:
     order = np.argsort(inputs["input_mask"].sum(axis=1), kind="stable")
     by_length = [{k: v[order[i:i + b]] for k, v in inputs.items()}
@@ -200,29 +205,6 @@ def forward_sides(kind, args):
   config = getattr(runner, "model_config", None) or runner.encoder_config
   gemm = gemm_flops(config, inputs, b)
   return sides, len(examples), gemm
-
-
-def hf_trimmed(hf, rows, b):
-  """fn() -> seconds of transformers over the rows sorted by length, each
-  batch padded to its longest row."""
-  import torch
-  order = np.argsort(rows["input_mask"].sum(axis=1), kind="stable")
-  rows = {k: np.asarray(v)[order] for k, v in rows.items()}
-  batches = []
-  for i in range(0, len(order), b):
-    length = int(rows["input_mask"][i:i + b].sum(axis=1).max())
-    batches.append({k: v[:, :length] for k, v in
-                    ft.hf_inputs(rows, i, i + b).items()})
-  model = hf["model"]
-
-  def run():
-    model.eval()
-    start = time.perf_counter()
-    with torch.inference_mode(), hf["autocast"]:
-      for batch in batches:
-        model(**batch)
-    return time.perf_counter() - start
-  return run
 
 
 def gemm_flops(config, rows, b):
@@ -287,10 +269,8 @@ def evaluation_end_to_end(args):
   """{side: seconds} of a run's first dev evaluation (GLUE): a fresh
   Predictor's predict, its trace or its conversion and compile included;
   "later trial": the same Predictor's on a new trial's model (TensorFlow
-  reuses its trace, the engine compiles the new weights); hf: its best
-  forward over the same rows (trimmed, fp32 or bf16 autocast, warm: it has
-  nothing to compile) and the accuracy from its argmax."""
-  from sklearn.metrics import accuracy_score
+  reuses its trace, the engine compiles the new weights). transformers'
+  side: hf_seconds("evaluation")."""
   from finetune.prediction import Predictor
   from inference.engine import Engine
   out = {}
@@ -309,31 +289,6 @@ def evaluation_end_to_end(args):
         start = time.perf_counter()
         predictor.predict(trial_model, task, "dev")
         out[key] = time.perf_counter() - start
-  if "hf" in args.engine_list:
-    import torch
-    from finetune.featurization import model_inputs
-    examples, rows = args.dev["glue"]
-    inputs = model_inputs(rows)
-    labels = rows["label_ids"]
-    order = np.argsort(inputs["input_mask"].sum(axis=1), kind="stable")
-    for precision in ("float32", "bfloat16"):
-      hf = ft.build_hf("glue", precision, args, args.features["glue"], rows,
-                       len(examples))
-      hf["model"].eval()
-
-      def evaluate():
-        logits = np.empty((len(order), 2), np.float32)
-        with torch.inference_mode(), hf["autocast"]:
-          for i in range(0, len(order), args.batch_size):
-            idx = order[i:i + args.batch_size]
-            length = int(inputs["input_mask"][idx].sum(axis=1).max())
-            batch = ft.hf_inputs({k: inputs[k][idx][:, :length] for k in (
-                "input_ids", "input_mask", "segment_ids")}, 0, len(idx))
-            logits[idx] = hf["model"](**batch).logits.float().numpy()
-        return accuracy_score(labels, logits.argmax(-1))
-      evaluate()  # warm
-      out[f"hf {precision} trimmed"] = min(_seconds(evaluate)
-                                           for _ in range(args.loops))
   return out
 
 
@@ -356,10 +311,36 @@ def pll_sides(args):
         scorer.score(sentences)
         seconds.append(scorer.last_stats["seconds"])
       out[f"{engine} {scorer.engine.describe(1)}"] = min(seconds)
-  if "hf" in args.engine_list:
-    out["hf float32"] = scoring_speed.time_hf("hf_mlm_at_mask", sargs,
-                                              sentences)["seconds"]
   return out, len(sentences)
+
+
+def hf_seconds(job, kind, args, work_dir):
+  """{side: seconds} of transformers' sides of a job (hf_inference.py, in
+  a process of its own), each its best of --loops after a first call;
+  the evaluation adds its first call (cold: the model's first at those
+  shapes in that process) and prints its accuracy."""
+  if "hf" not in args.engine_list:
+    return {}
+  from finetune.featurization import model_inputs
+  request = dict(job=job, kind=kind, batch_size=args.batch_size,
+                 loops=args.loops, torch_threads=args.torch_threads,
+                 pretrained=args.pretrained, size=args.size,
+                 sentences=args.sentences, examples=0)
+  if job != "pll":
+    examples, features = args.dev[kind]
+    request.update(examples=len(examples),
+                   rows=os.path.join(work_dir, f"{kind}_dev.npz"),
+                   train_rows=os.path.join(work_dir, f"{kind}_train.npz"))
+    np.savez(request["rows"], **model_inputs(features))
+    np.savez(request["train_rows"], **args.features[kind])
+  result = hf_inference.run(request, work_dir)
+  seconds = dict(result["seconds"])
+  if job == "evaluation":
+    for side, value in result["first"].items():
+      seconds[f"{side}, first call"] = value
+    print("  hf accuracy: " + ", ".join(
+        f"{k} {v:.4f}" for k, v in result["accuracy"].items()), flush=True)
+  return seconds
 
 
 def report(name, seconds, count, unit, machine):
@@ -396,14 +377,18 @@ def report(name, seconds, count, unit, machine):
 
 def report_evaluation(seconds, count, machine):
   """Prints each side's rate and, for a run's first evaluation and a later
-  trial's, ours (engine) against transformers' best and our TensorFlow
-  path of the same trial."""
+  trial's, ours (engine) against transformers' best (warm), our
+  TensorFlow path of the same trial and, for the first, transformers'
+  first call in its process (like ours, the first at those shapes)."""
   rates = {side: count / s for side, s in seconds.items()}
   print(f"\nthe runner's GLUE dev evaluation, end to end: {count} examples"
         f"  [{machine}]")
   for side, rate in rates.items():
     print(f"  {side:<36} {rate:10.2f} examples/s")
-  hf = max((r for s, r in rates.items() if s.startswith("hf")), default=None)
+  hf = max((r for s, r in rates.items() if s.startswith("hf") and
+            not s.endswith(", first call")), default=None)
+  hf_first = max((r for s, r in rates.items() if s.startswith("hf") and
+                  s.endswith(", first call")), default=None)
   ratios = {}
   for trial in ("", " later trial"):
     engine = [r for s, r in rates.items() if s.startswith("openvino") and
@@ -413,8 +398,11 @@ def report_evaluation(seconds, count, machine):
     if not engine:
       continue
     what = "a later trial" if trial else "the first evaluation"
-    for peer, rate in (("hf best", hf), ("our TensorFlow", tf_rate[0] if
-                                          tf_rate else None)):
+    peers = [("hf best", hf), ("our TensorFlow", tf_rate[0] if tf_rate
+                                else None)]
+    if not trial:
+      peers.append(("hf's first call", hf_first))
+    for peer, rate in peers:
       if rate:
         ratios[f"{what}: engine / {peer}"] = engine[0] / rate
         print(f"  {what}: engine / {peer}: {engine[0] / rate:.2f}x  "
@@ -449,9 +437,11 @@ def ceiling(seconds, gemm, peak, machine):
 def main(argv=None):
   args = parse_args(argv)
   args.engine_list = [e.strip() for e in args.engines.split(",")]
+  args.omp_wait_policy = set_omp_wait_policy(args.omp_wait_policy)
   machine = cpu_kind()
   print(f"{machine}; {args.size} preset, batch {args.batch_size}; "
-        f"engine precision {args.precision}", flush=True)
+        f"engine precision {args.precision}; PyTorch's OpenMP wait policy "
+        f"{args.omp_wait_policy}", flush=True)
   # Paths relative to the repository: a record names no machine's folders.
   result = dict(machine=machine, settings={
       k: os.path.relpath(v, ROOT) if isinstance(v, str) and os.path.isabs(v)
@@ -470,13 +460,17 @@ def main(argv=None):
     for kind in ("glue", "squad"):
       sides, count, gemm = forward_sides(kind, args)
       seconds = best_of(sides, args.loops)
+      seconds.update(hf_seconds("forward", kind, args, work_dir))
       result[f"{kind}_forward"] = report(
           f"{kind} dev forward", seconds, count, "examples", machine)
       result[f"{kind}_forward"]["ceiling"] = ceiling(seconds, gemm, peak,
                                                      machine)
+    seconds = evaluation_end_to_end(args)
+    seconds.update(hf_seconds("evaluation", "glue", args, work_dir))
     result["evaluation"] = report_evaluation(
-        evaluation_end_to_end(args), len(args.dev["glue"][0]), machine)
-  seconds, count = pll_sides(args)
+        seconds, len(args.dev["glue"][0]), machine)
+    seconds, count = pll_sides(args)
+    seconds.update(hf_seconds("pll", "glue", args, work_dir))
   result["mlm_pll"] = report("n-pass MLM PLL", seconds, count, "sentences",
                              machine)
   write_json(args.json, result)

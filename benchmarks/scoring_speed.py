@@ -30,15 +30,12 @@ import os
 import sys
 import time
 
-# PyTorch's OpenMP threads busy-wait at barriers otherwise, which on a
-# loaded machine slows transformers' passes several times; set before
-# torch loads (see benchmarks/finetune_throughput.py).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script: make the repo importable
   sys.path.insert(0, ROOT)
 
+from benchmarks import OMP_WAIT_POLICIES  # noqa: E402
+from benchmarks import set_omp_wait_policy  # noqa: E402
 from benchmarks import write_json  # noqa: E402
 from util.machine import cpu_kind  # noqa: E402
 
@@ -75,6 +72,9 @@ def parse_args(argv=None):
   p.add_argument("--repeats", type=int, default=2)
   p.add_argument("--threads", type=int, default=2,
                  help="TF intra-op threads (0 = TF's default)")
+  p.add_argument("--omp-wait-policy", default="passive",
+                 choices=OMP_WAIT_POLICIES,
+                 help="PyTorch's OpenMP wait policy (benchmarks/__init__.py)")
   p.add_argument("--json", default="")
   return p.parse_args(argv)
 
@@ -127,9 +127,11 @@ def time_method(name, args, tokenizer, sentences):
               rows_per_sentence=best["rows"] / best["sentences"])
 
 
-def time_hf(name, args, sentences):
+def time_hf(name, args, sentences, precision="float32"):
   """transformers' ElectraForMaskedLM n-pass PLL (mlm-scoring's way) of
-  the same sentences; the same stats as Scorer.last_stats."""
+  the same sentences; the same stats as Scorer.last_stats. precision
+  bfloat16: under torch's CPU autocast."""
+  import contextlib
   import numpy as np
   import torch
   import transformers
@@ -153,7 +155,9 @@ def time_hf(name, args, sentences):
             for p in range(1, len(row) - 1)]
     rows.sort(key=lambda r: len(ids[r[0]]))  # length-sorted, as ours
     plls = [np.zeros(len(row) - 2) for row in ids]
-    with torch.inference_mode():
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16)
+                if precision == "bfloat16" else contextlib.nullcontext())
+    with torch.inference_mode(), autocast:
       for begin in range(0, len(rows), args.batch_size):
         batch = rows[begin:begin + args.batch_size]
         width = max(len(ids[s]) for s, _ in batch)
@@ -217,6 +221,8 @@ def format_table(entries):
 
 def main(argv=None):
   args = parse_args(argv)
+  print(f"PyTorch's OpenMP wait policy: "
+        f"{set_omp_wait_policy(args.omp_wait_policy)}")
   if args.threads:
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
