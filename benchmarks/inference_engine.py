@@ -27,7 +27,8 @@ same way, from one random checkpoint; scoring_speed.py the PLL sides):
 Each forward also runs "trimmed": rows sorted by length, each batch cut to
 its longest row (ours: the Predictor's engine path, at least SQuAD's beam;
 hf: as its DataCollatorWithPadding pads). Forward figures are the best of
---loops (each process's sides alternate loop by loop). The evaluation end
+--loops (the sides alternate loop by loop, transformers' in a child
+process per loop, after its warm-up call). The evaluation end
 to end (all of --eval-examples): a fresh Predictor's first predict() per
 engine, trace or conversion and compile included, as a run's first dev
 evaluation, then a later trial's model on it (TensorFlow reuses its trace,
@@ -253,8 +254,11 @@ def _seconds(fn):
   return time.perf_counter() - start
 
 
-def best_of(sides, loops):
-  """{side: best seconds}: warm-up, then loops alternating the sides."""
+def best_of(sides, loops, hf=None):
+  """{side: best seconds}: warm-up, then loops alternating the sides and,
+  loop by loop, hf() -> {side: seconds} (transformers' in a child
+  process, one timed loop each), so that a change in the shared
+  machine's speed falls on both."""
   times = {name: [] for name in sides}
   for fn in sides.values():
     fn()  # traces, converts, compiles
@@ -262,6 +266,8 @@ def best_of(sides, loops):
     for name, fn in sides.items():
       times[name].append(fn())
       ft.release_memory()
+    for name, seconds in (hf() if hf else {}).items():
+      times.setdefault(name, []).append(seconds)
   return {name: min(t) for name, t in times.items()}
 
 
@@ -322,16 +328,17 @@ def pll_sides(args):
   return out, len(sentences), {"full": gemm["trimmed"]}
 
 
-def hf_seconds(job, kind, args, work_dir):
+def hf_seconds(job, kind, args, work_dir, loops=None):
   """{side: seconds} of transformers' sides of a job (hf_inference.py, in
-  a process of its own), each its best of --loops after a first call;
+  a process of its own), each its best of `loops` (--loops) after a first
+  call;
   the evaluation adds its first call (cold: the model's first at those
   shapes in that process) and prints its accuracy."""
   if "hf" not in args.engine_list:
     return {}
   from finetune.featurization import model_inputs
   request = dict(job=job, kind=kind, batch_size=args.batch_size,
-                 loops=args.loops, torch_threads=args.torch_threads,
+                 loops=loops or args.loops, torch_threads=args.torch_threads,
                  pretrained=args.pretrained, size=args.size,
                  sentences=args.sentences, examples=0)
   if job != "pll":
@@ -469,8 +476,8 @@ def main(argv=None):
     result["matmul_peak_flops"] = peak
     for kind in ("glue", "squad"):
       sides, count, gemm = forward_sides(kind, args)
-      seconds = best_of(sides, args.loops)
-      seconds.update(hf_seconds("forward", kind, args, work_dir))
+      seconds = best_of(sides, args.loops, lambda: hf_seconds(
+          "forward", kind, args, work_dir, loops=1))
       result[f"{kind}_forward"] = report(
           f"{kind} dev forward", seconds, count, "examples", machine)
       result[f"{kind}_forward"]["ceiling"] = ceiling(seconds, gemm, peak,
