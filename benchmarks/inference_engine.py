@@ -331,9 +331,8 @@ def pll_sides(args):
 def hf_seconds(job, kind, args, work_dir, loops=None):
   """{side: seconds} of transformers' sides of a job (hf_inference.py, in
   a process of its own), each its best of `loops` (--loops) after a first
-  call;
-  the evaluation adds its first call (cold: the model's first at those
-  shapes in that process) and prints its accuracy."""
+  call; the evaluation adds its first call (cold: the model's first at
+  those shapes in that process) and prints its accuracy."""
   if "hf" not in args.engine_list:
     return {}
   from finetune.featurization import model_inputs
