@@ -75,6 +75,9 @@ def parse_args(argv=None):
   p.add_argument("--omp-wait-policy", default="passive",
                  choices=OMP_WAIT_POLICIES,
                  help="PyTorch's OpenMP wait policy (benchmarks/__init__.py)")
+  p.add_argument("--hf-precisions", default="float32,bfloat16",
+                 help="transformers' precisions (bfloat16: torch's CPU "
+                      "autocast); the fastest counts")
   p.add_argument("--json", default="")
   return p.parse_args(argv)
 
@@ -239,14 +242,17 @@ def main(argv=None):
   entries = []
   for name in [m.strip() for m in args.methods.split(",") if m.strip()]:
     if name in HF_METHODS:
-      entries.append(time_hf(name, args, sentences))
+      timed = [dict(time_hf(name, args, sentences, p), precision=p)
+               for p in args.hf_precisions.split(",")]
+      entries.append(min(timed, key=lambda e: e["seconds"]))
     elif name in METHODS:
       entries.append(time_method(name, args, tokenizer, sentences))
     else:
       sys.exit(f"error: unknown method {name} (known: "
                f"{', '.join(list(METHODS) + list(HF_METHODS))})")
-    print(f"  {name}: {entries[-1]['sentences_per_s']:.1f} sentences/s  "
-          f"[{cpu_kind()}]", flush=True)
+    print(f"  {name}: {entries[-1]['sentences_per_s']:.1f} sentences/s"
+          f"{' (' + entries[-1]['precision'] + ')' if 'precision' in entries[-1] else ''}"
+          f"  [{cpu_kind()}]", flush=True)
   print(format_table(entries), flush=True)
   for entry in entries:
     entry["machine"] = cpu_kind()
