@@ -204,14 +204,16 @@ def forward_sides(kind, args):
           fn, by_length if trim else batches)
   runner = ours["runner"]
   config = getattr(runner, "model_config", None) or runner.encoder_config
-  gemm = gemm_flops(config, inputs, b)
+  gemm = gemm_flops(config, inputs["input_mask"].sum(axis=1),
+                    inputs["input_mask"].shape[1], b)
   return sides, len(examples), gemm
 
 
-def gemm_flops(config, rows, b):
+def gemm_flops(config, lengths, seq, b):
   """{"full", "trimmed"}: FLOPs of the encoder's matmuls (dense layers,
-  attention's two products) over the rows in batches of b, padded to
-  max_seq_length, or sorted and trimmed as hf_inference.trimmed runs them."""
+  attention's two products) over rows of these lengths in batches of b,
+  padded to `seq`, or sorted and trimmed as hf_inference.trimmed runs
+  them."""
   h, layers = config.hidden_size, config.num_hidden_layers
   dense = layers * (4 * h * h + 2 * h * config.intermediate_size)
   if config.embedding_size != h:
@@ -219,9 +221,8 @@ def gemm_flops(config, rows, b):
 
   def flops(rows, length):  # per token: dense + q.k and probs.v
     return 2.0 * rows * length * (dense + 2 * layers * h * length)
-  lengths = np.sort(rows["input_mask"].sum(axis=1))
+  lengths = np.sort(lengths)
   chunks = [lengths[i:i + b] for i in range(0, len(lengths), b)]
-  seq = rows["input_mask"].shape[1]
   return dict(full=sum(flops(len(c), seq) for c in chunks),
               trimmed=sum(flops(len(c), int(c.max())) for c in chunks))
 
@@ -321,10 +322,9 @@ def pll_sides(args):
   # encoder's matmul FLOPs at their exact widths.
   from model.config import get_model_config
   lengths = np.array([len(t) for t in tokenizer.tokenize_batch(sentences)])
-  widths = np.sort(np.repeat(lengths + 2, lengths))
-  mask = np.arange(widths.max())[None] < widths[:, None]
+  widths = np.repeat(lengths + 2, lengths)
   gemm = gemm_flops(get_model_config(args.size, tokenizer.vocab_size),
-                    {"input_mask": mask.astype(np.int32)}, sargs.batch_size)
+                    widths, widths.max(), sargs.batch_size)
   return out, len(sentences), {"full": gemm["trimmed"]}
 
 
@@ -345,8 +345,9 @@ def hf_seconds(job, kind, args, work_dir, loops=None):
     request.update(examples=len(examples),
                    rows=os.path.join(work_dir, f"{kind}_dev.npz"),
                    train_rows=os.path.join(work_dir, f"{kind}_train.npz"))
-    np.savez(request["rows"], **model_inputs(features))
-    np.savez(request["train_rows"], **args.features[kind])
+    if not os.path.exists(request["rows"]):  # once a run: one a loop
+      np.savez(request["rows"], **model_inputs(features))
+      np.savez(request["train_rows"], **args.features[kind])
   result = hf_inference.run(request, work_dir)
   seconds = dict(result["seconds"])
   if job == "evaluation":

@@ -250,9 +250,10 @@ def main(argv=None):
     else:
       sys.exit(f"error: unknown method {name} (known: "
                f"{', '.join(list(METHODS) + list(HF_METHODS))})")
-    print(f"  {name}: {entries[-1]['sentences_per_s']:.1f} sentences/s"
-          f"{' (' + entries[-1]['precision'] + ')' if 'precision' in entries[-1] else ''}"
-          f"  [{cpu_kind()}]", flush=True)
+    entry = entries[-1]
+    precision = f" ({entry['precision']})" if "precision" in entry else ""
+    print(f"  {name}: {entry['sentences_per_s']:.1f} sentences/s"
+          f"{precision}  [{cpu_kind()}]", flush=True)
   print(format_table(entries), flush=True)
   for entry in entries:
     entry["machine"] = cpu_kind()
