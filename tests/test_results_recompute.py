@@ -1,7 +1,6 @@
 """Every results folder recomputes from what is committed (issue 51):
 results/recompute.json names each folder's command (run from the
-repository root, the shared data at ../shared/data as on CI, OUT a fresh
-folder), which must be the one results/README.md prints and must give the
+repository root, $DATA the shared data folder, OUT a fresh folder), which must be the one results/README.md prints and must give the
 committed results.json; every other folder is listed with the reason it
 cannot be recomputed, which the README says too."""
 
@@ -9,11 +8,13 @@ import importlib.util
 import json
 import os
 import shlex
+import subprocess
 
 import pytest
 
 import collect_gpu_slot
 from tests.shared_data import SHARED
+from util.place_check import outside_places
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results")
@@ -56,10 +57,8 @@ def test_the_command_gives_the_committed_numbers(folder, tmp_path,
   monkeypatch.chdir(ROOT)
   argv = shlex.split(LISTED["recomputable"][folder])
   assert argv[0] == "python"
-  data = os.path.join(ROOT, "..", "shared", "data")
-  argv = [str(tmp_path) if a == "OUT" else
-          a.replace("../shared/data", SHARED) if not os.path.isdir(data)
-          else a for a in argv[2:]]
+  argv = [str(tmp_path) if a == "OUT" else a.replace("$DATA", SHARED)
+          for a in argv[2:]]
   assert SCRIPTS[shlex.split(LISTED["recomputable"][folder])[1]](argv) == 0
   committed = os.path.join(RESULTS, folder, "results.json")
   if os.path.exists(committed):
@@ -69,26 +68,42 @@ def test_the_command_gives_the_committed_numbers(folder, tmp_path,
       assert (tmp_path / "results.md").read_text() == f.read()
 
 
-def _absolute_paths(value, where=""):
-  if isinstance(value, dict):
-    for k, v in value.items():
-      yield from _absolute_paths(v, f"{where}/{k}")
-  elif isinstance(value, list):
-    for i, v in enumerate(value):
-      yield from _absolute_paths(v, f"{where}[{i}]")
-  elif isinstance(value, str) and os.path.isabs(value):
-    yield f"{where}: {value}"
+def _committed_text(*folders):
+  """Each committed file under `folders` that is text (JSON, logs,
+  scripts, Markdown...), by its path relative to the root."""
+  listed = subprocess.run(["git", "ls-files", "-z", *folders], cwd=ROOT,
+                          capture_output=True, check=True).stdout
+  for path in filter(None, listed.decode().split("\0")):
+    with open(os.path.join(ROOT, path), "rb") as f:
+      data = f.read()
+    if b"\0" not in data:
+      yield path, data.decode("utf-8")
 
 
-def test_no_record_names_a_path_of_the_machine_that_made_it():
+def test_the_place_check_knows_a_place_from_prose():
+  named = ["/work/shared/data/glue", "/tmp/tmpx29lg_71/hf.json",
+           "/opt/torch/.venv/lib/python3.12/x.py", "~/data", "/root",
+           "--out=/scratch/a", "ok; ../logs/slot/2", "runs/../../x"]
+  for text in named:
+    assert outside_places(text), text
+  prose = ["1/4 of the budget", "seq/s and/or ms/step", "https://github.com/"
+           "google-research/electra/issues/37", "$DATA/glue", "$TMPDIR/fill",
+           "<mirror>/electra", "runs/comparison_small/data/x", "...",
+           "#!/bin/bash\n", "(`.../ckpt-5000`)", "0.5/1.0", "$(dirname $0)/../.."]
+  for text in prose:
+    assert not outside_places(text), text
+  # A Markdown link is read from its own folder, a command from the root.
+  assert not outside_places("[a](../docs/a.md)", "results", markdown=True)
+  assert outside_places("[a](../../a.md)", "results", markdown=True)
+  assert outside_places("run ../docs/x.sh", "results", markdown=True)
+
+
+def test_no_record_names_a_place_outside_the_repository():
   """A recompute on a fresh clone reads these: paths are relative to the
-  repository root (util/paths.py) or a named place ($OUT, $TMPDIR)."""
+  repository root (util/paths.py) or a named place ($OUT, $TMPDIR, $DATA,
+  $VENV, $WORK), in every committed text file, JSON or not."""
   found = []
-  for folder, _, files in os.walk(RESULTS):
-    for name in files:
-      if name.endswith(".json"):
-        path = os.path.join(folder, name)
-        with open(path) as f:
-          found += [f"{os.path.relpath(path, ROOT)}{p}"
-                    for p in _absolute_paths(json.load(f))]
+  for path, text in _committed_text("results", "benchmarks/records"):
+    found += [f"{path}: {p}" for p in outside_places(
+        text, os.path.dirname(path), markdown=path.endswith(".md"))]
   assert not found, found

@@ -1,5 +1,6 @@
 # Shared by v2/run_probe.sh and v3/run_probe.sh, sourced from the clone's
 # root with PY set. Both are resumable: run again to go on.
+: "${DATA:?set DATA to the shared data folder (glue/, vocab/, pretrain_corpus/)}"
 
 # pretrain_to_5000 MODEL_DIR HPARAMS: pretrains on runs/lrprobe/data until
 # ckpt-5000 exists (the schedule runs longer), then stops the run; joins a
@@ -30,7 +31,7 @@ finetune_probe() {
   for seed in 1 2 3; do for task in sts rte mrpc cola sst; do for lr in 0.0003 0.001; do
     out=$2/$task-lr$lr-seed$seed
     [ -f $out.done ] && continue
-    $PY run_finetuning.py --init-checkpoint $init --task-names $task --raw-data-dir /work/shared/data/glue \
+    $PY run_finetuning.py --init-checkpoint $init --task-names $task --raw-data-dir $DATA/glue \
       --output-dir $out --seed $seed --num-trials 1 --keep-model none --overwrite \
       --hparams "{\"learning_rate\": $lr, \"max_seq_length\": 128, \"mixed_precision\": \"bfloat16\", \"num_train_epochs\": 3.0, \"train_examples_limit\": 10000}" \
       && touch $out.done

@@ -5,8 +5,8 @@ PY=${PYTHON:-.venv/bin/python}
 . results/comparison_tiny/lr_probe/probe_lib.sh
 D=runs/lrprobe
 if [ ! -f $D/data/pretrain_tfrecords/metadata.json ]; then
-  $PY build_pretraining_dataset.py --corpus-dir /work/shared/data/pretrain_corpus/enwiki_2015_wikiextractor \
-    --vocab-file /work/shared/data/vocab/bert-base-uncased-vocab.txt --output-dir $D/data/pretrain_tfrecords \
+  $PY build_pretraining_dataset.py --corpus-dir $DATA/pretrain_corpus/enwiki_2015_wikiextractor \
+    --vocab-file $DATA/vocab/bert-base-uncased-vocab.txt --output-dir $D/data/pretrain_tfrecords \
     --max-seq-length 128 --num-processes 2 --heldout-fraction 0.02 || exit 1
 fi
 pretrain_to_5000 $D/models/electra results/comparison_tiny/lr_probe/v2/pretrain_hparams.json || exit 1
