@@ -72,8 +72,12 @@ def _committed_text(*folders):
   """Each committed file under `folders` that is text (JSON, logs,
   scripts, Markdown...), by its path relative to the root."""
   listed = subprocess.run(["git", "ls-files", "-z", *folders], cwd=ROOT,
-                          capture_output=True, check=True).stdout
-  for path in filter(None, listed.decode().split("\0")):
+                          capture_output=True)
+  paths = listed.stdout.decode().split("\0") if listed.returncode == 0 else [
+      os.path.relpath(os.path.join(d, n), ROOT)  # not a clone: every file
+      for folder in folders for d, _, names in os.walk(
+          os.path.join(ROOT, folder)) for n in names]
+  for path in filter(None, paths):
     with open(os.path.join(ROOT, path), "rb") as f:
       data = f.read()
     if b"\0" not in data:
