@@ -1,0 +1,91 @@
+"""The figures results/original_parity/README.md states beyond results.md
+(issue 63), from the same records: where a side's seed range leaves the
+original's, each fine-tuning difference's 95% Welch interval, the two
+evaluators' offset on identical weights and two one-sided tests (TOST) at
+stated margins. Prints one `name: figure` line each; the test checks that
+the README says each figure.
+
+    python benchmarks/original_parity/claims.py [RECORDS]
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import collect_parity  # noqa: E402  (beside this file, not a package)
+
+RECORDS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "results", "original_parity")
+STEP = 4000
+# Equivalence margins, in each metric's own unit (TOST below).
+MARGINS = {"disc_loss": 0.001, "disc_auc": 0.01, "masked_lm_loss": 0.05}
+
+
+def outside(ours, original):
+  """How far `ours`' range lies outside `original`'s (signed; 0 if they
+  share a value)."""
+  if max(ours) < min(original):
+    return max(ours) - min(original)
+  if min(ours) > max(original):
+    return min(ours) - max(original)
+  return 0.0
+
+
+def tost_p(a, b, margin):
+  """Welch TOST of |mean(a) - mean(b)| < margin: the larger one-sided p."""
+  a, b = np.asarray(a, float), np.asarray(b, float)
+  low = stats.ttest_ind(a + margin, b, equal_var=False, alternative="greater")
+  high = stats.ttest_ind(a - margin, b, equal_var=False, alternative="less")
+  return max(low.pvalue, high.pvalue)
+
+
+def _seeds(runs, side, step, key):
+  return [collect_parity.value(side, run["eval"][step], key)
+          for _, run in sorted(runs[side].items())]
+
+
+def figures(records=RECORDS):
+  """{name: formatted figure}."""
+  runs = collect_parity.read_pretraining(records)
+  out = {}
+  for side in ("ours", "ours_origdense"):
+    for key in ("disc_auc", "disc_loss"):
+      for step in sorted(runs["original"][1]["eval"]):
+        gap = outside(_seeds(runs, side, step, key),
+                      _seeds(runs, "original", step, key))
+        if gap:
+          out[f"{side} {key} outside at {step}"] = f"{abs(gap):.4f}"
+  for key, margin in MARGINS.items():
+    p = tost_p(_seeds(runs, "ours_origdense", STEP, key),
+               _seeds(runs, "original", STEP, key), margin)
+    out[f"TOST ours_origdense {key} at {margin}"] = f"{p:.2f}"
+  for seed, run in sorted(runs["original"].items()):
+    with open(os.path.join(records, "cross_eval", "float32",
+                           f"original_seed{seed}", f"step_{STEP}.json")) as f:
+      ours_eval = json.load(f)["masked_lm_loss"]
+    offset = run["eval"][STEP]["masked_lm_loss"] - ours_eval
+    out[f"evaluator offset seed {seed}"] = f"{offset:+.3f}"
+  for (lr, task), sides in sorted(collect_parity.read_finetuning(
+      records).items()):
+    original = list(sides["original"].values())
+    for side in ("ours", "ours_orighead"):
+      ours = list(sides[side].values())
+      ci = stats.ttest_ind(ours, original,
+                           equal_var=False).confidence_interval()
+      out[f"{side} {task} {lr:g} interval"] = f"[{ci.low:.1f}, {ci.high:+.1f}]"
+  return out
+
+
+def main(argv=None):
+  argv = sys.argv[1:] if argv is None else argv
+  for name, figure in figures(*argv[:1]).items():
+    print(f"{name}: {figure}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

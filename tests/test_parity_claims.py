@@ -1,0 +1,38 @@
+"""results/original_parity/README.md states the figures claims.py computes
+from the records (issue 63), and its equivalence test is a TOST."""
+
+import importlib.util
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_spec = importlib.util.spec_from_file_location(
+    "claims", os.path.join(ROOT, "benchmarks", "original_parity", "claims.py"))
+claims = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(claims)
+
+STATED = ("ours disc_auc outside at 500", "ours disc_auc outside at 2500",
+          "ours disc_auc outside at 4000",
+          "ours_origdense disc_auc outside at 4000",
+          "TOST ours_origdense disc_loss at 0.001",
+          "TOST ours_origdense disc_auc at 0.01",
+          "TOST ours_origdense masked_lm_loss at 0.05",
+          "evaluator offset seed 1", "evaluator offset seed 2",
+          "ours sts 0.0003 interval", "ours_orighead sts 0.0003 interval",
+          "ours_orighead sts 0.001 interval")
+
+
+def test_the_readme_says_each_figure_the_records_give():
+  with open(os.path.join(claims.RECORDS, "README.md")) as f:
+    readme = " ".join(f.read().split())
+  found = claims.figures()
+  for name in STATED:
+    assert found[name] in readme, (name, found[name])
+
+
+def test_tost_establishes_only_a_difference_inside_the_margin():
+  a = [1.0, 1.1, 0.9, 1.05, 0.95] * 4
+  assert claims.tost_p(a, [x + 0.01 for x in a], 0.2) < 1e-6
+  assert claims.tost_p(a, [x + 0.5 for x in a], 0.2) > 0.99
+  assert claims.outside([1, 2], [3, 4]) == -1
+  assert claims.outside([5, 6], [3, 4]) == 1
+  assert claims.outside([2, 3.5], [3, 4]) == 0.0
