@@ -16,7 +16,7 @@ def test_paths_become_relative_or_named_and_read_back():
   out = paths.portable(record, {"$OUT": "/root/out", "$TMPDIR": "/tmp"},
                        root=root)
   assert out == {"command": ["run.py", "--out", "$OUT/x", "--n", "3"],
-                 "data": "../shared/data/glue", "here": "runs/a",
+                 "data": "$DATA/glue", "here": "runs/a",
                  "weights": "$TMPDIR/slot_weights/electra", "url": "gs://b/c",
                  "rel": "runs/b", "n": 3}
   assert paths.located(out["data"], root) == "/work/shared/data/glue"
