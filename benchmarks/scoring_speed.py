@@ -61,7 +61,8 @@ HF_METHODS = {
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--sentences", type=int, default=200)
-  p.add_argument("--blimp-dir", default="/work/shared/data/blimp")
+  p.add_argument("--blimp-dir", default=os.path.join(
+      ROOT, "..", "shared", "data", "blimp"))
   p.add_argument("--vocab-file",
                  default=os.path.join(ROOT, "sample_data", "vocab.txt"))
   p.add_argument("--model-size", default="tiny")

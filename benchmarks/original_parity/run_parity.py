@@ -4,11 +4,11 @@ TFRecords (ours, held-out shards for eval), the same hparams, several
 seeds, held-out eval at every saved checkpoint.
 
   python benchmarks/original_parity/run_parity.py pretrain \
-      --original /tmp/orig_electra --original-python /work/orig_venv/bin/python \
-      --data-dir /work/parity/data --records results/original_parity
+      --original $ORIG_ELECTRA --original-python $ORIG_VENV/bin/python \
+      --data-dir $PARITY/data --records results/original_parity
 
 DATA_DIR holds vocab.txt and pretrain_tfrecords/ (build_pretraining_dataset.py
-on /work/shared/data's Wikipedia; docs in results/original_parity/README.md).
+on ../shared/data's Wikipedia; docs in results/original_parity/README.md).
 Runs go one at a time in plan.json's order, original and ours alternating;
 each resumes from its checkpoints (DATA_DIR/models/<side>_seed<k>) and skips
 what is done, so the command can simply be run again. Records (small JSON,
@@ -303,9 +303,11 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("phase", choices=["pretrain", "finetune", "baselines",
                                         "cross_eval", "_eval_ours"])
-  parser.add_argument("--original", default="/tmp/orig_electra")
-  parser.add_argument("--original-python",
-                      default="/work/orig_venv/bin/python")
+  # The original's checkout and its venv (tests/reference/README.md).
+  parser.add_argument("--original", default=os.environ.get("ORIG_ELECTRA"))
+  parser.add_argument("--original-python", default=os.environ.get(
+      "ORIG_VENV", "") and os.path.join(os.environ["ORIG_VENV"], "bin",
+                                        "python"))
   parser.add_argument("--data-dir", required=True)
   parser.add_argument("--records",
                       default=os.path.join(REPO, "results", "original_parity"))
@@ -317,6 +319,10 @@ def main():
                       "fresh machine has no checkpoints: the others would "
                       "start again)")
   args = parser.parse_args()
+  if args.phase in ("pretrain", "finetune") and not (
+      args.original and args.original_python):
+    parser.error("the original's code is needed: --original (or "
+                 "$ORIG_ELECTRA) and --original-python (or $ORIG_VENV)")
   if args.phase == "pretrain":
     pretrain(args)
   elif args.phase == "finetune":
