@@ -10,6 +10,7 @@ import keras
 
 from pretrain import arrays as arrays_lib
 from pretrain import flops
+from pretrain.objective_names import ALIASES
 from pretrain.jax_trainer import JaxTrainer
 from slot.measure import compile_all
 from slot.measure import hf_baseline
@@ -73,8 +74,9 @@ def pretrain_phase(args, clock, result, write):
       _, written, k, folder = folders[run_name]
       config = trainers[run_name].config
       objective = config.objective
-      name = f"{NAMES.get(objective, written)}-{args.size}" + (
-          f" seed {k}" if k > 1 else "")
+      # A preset of its own (electra_gdes, ale) keeps its name.
+      paper = NAMES.get(ALIASES.get(written, written), written)
+      name = f"{paper}-{args.size}" + (f" seed {k}" if k > 1 else "")
       entry = {"objective": objective, "written": written, "run": run_name,
                "pretrain_seed": k, "name": name, "folder": folder,
                "weights_dir": config.model_dir, "unit": unit_name,
