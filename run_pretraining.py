@@ -22,6 +22,7 @@ BACKEND = tensorflow_script("run_pretraining.py", jax=True)
 from pretrain import config as configure_pretraining  # noqa: E402
 from pretrain import preflight  # noqa: E402
 from training.preemption import Preempted  # noqa: E402
+from util.errors import UserError  # noqa: E402
 from util.errors import main_guard  # noqa: E402
 
 
@@ -37,6 +38,11 @@ def main(argv=None):
   # Paths, the dataset, the vocab and a resumed run's hparams are checked
   # before TensorFlow's seconds of import.
   config = configure_pretraining.load_config(argv, check_first=preflight.check)
+  if config.seeds and BACKEND != "jax":
+    raise UserError("--seeds trains several seeds in one compiled step under "
+                    "KERAS_BACKEND=jax only: run each seed separately here")
+  if config.seeds:
+    return multi_seed_main(config)
   if BACKEND == "jax":
     from pretrain.jax_run import JaxRun
     run = JaxRun
@@ -59,6 +65,28 @@ def main(argv=None):
       print(f"eval results{kept}:\n" + format_metrics(results), flush=True)
       if not sys.stdout.isatty():  # for scripts (run_comparison.py reads it)
         print(json.dumps(results, sort_keys=True), flush=True)
+
+
+def multi_seed_main(config):
+  """--seeds K,...: each seed's run as its separate run writes it."""
+  from pretrain.multi_seed_run import MultiSeedRun
+  with MultiSeedRun(config) as runs:  # the seeds' locks
+    if config.do_train:
+      try:
+        runs.train()
+      except Preempted as e:
+        print(e, flush=True)
+        sys.exit(e.code)
+    if config.do_eval:
+      for k, results in runs.evaluate().items():
+        where = runs.configs[runs.seeds.index(k)].model_dir
+        kept = ("" if config.eval_checkpoint else " (also in " +
+                os.path.join(where, "eval_results.json") + ")")
+        print(f"seed {k} eval results{kept}:\n" + format_metrics(results),
+              flush=True)
+        if not sys.stdout.isatty():
+          print(json.dumps(dict(results, pretrain_seed=k), sort_keys=True),
+                flush=True)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,11 @@ from util.errors import UserError
 
 
 DENSE_INITS = ("truncated_normal", "original")
+# model/encoder.py SelfAttention: "auto" keras.ops.dot_product_attention
+# (XLA's) except where dropout on the probabilities runs (then the einsum
+# path); "einsum" that path always; "fused" as auto but lets Keras pick a
+# fused kernel (cuDNN's flash attention on a GPU, bf16) with a full mask.
+ATTENTION_IMPLS = ("auto", "einsum", "fused")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +42,7 @@ class TransformerConfig:
   # "truncated_normal" initializer_range's, like every other layer
   # (model/encoder.py dense_default_initializer; docs/mirroring.md).
   dense_init: str = "original"
+  attention_impl: str = "auto"  # ATTENTION_IMPLS
 
   def __post_init__(self):
     for field in dataclasses.fields(self):  # model_hparam_overrides: JSON
@@ -63,6 +69,10 @@ class TransformerConfig:
     if self.dense_init not in DENSE_INITS:
       raise UserError(f"model hparam 'dense_init' must be one of "
                       f"{', '.join(DENSE_INITS)}, got {self.dense_init!r}")
+    if self.attention_impl not in ATTENTION_IMPLS:
+      raise UserError(f"model hparam 'attention_impl' must be one of "
+                      f"{', '.join(ATTENTION_IMPLS)}, got "
+                      f"{self.attention_impl!r}")
     if self.hidden_size % self.num_attention_heads:
       raise UserError(
           f"hidden_size {self.hidden_size} is not divisible by "

@@ -209,13 +209,18 @@ class SelfAttention(layers.Layer):
                            batch, q_length),
                self._heads(self.key(x), batch, length),
                self._heads(self.value(x), batch, length))
-    if training and config.attention_probs_dropout_prob > 0:
+    dropout = training and config.attention_probs_dropout_prob > 0
+    if dropout or config.attention_impl == "einsum":
       # Explicit path: the fused op has no dropout on attention probs.
       scores = ops.einsum("btnh,bsnh->bnts", q, k) / math.sqrt(config.head_size)
       scores = ops.where(mask, ops.cast(scores, "float32"), -1e9)
       probs = ops.cast(ops.softmax(scores, axis=-1), v.dtype)
       probs = self.dropout(probs, training=training)
       context = ops.einsum("bnts,bsnh->btnh", probs, v)
+    elif config.attention_impl == "fused":
+      # cuDNN wants the mask as a bias of the scores' [T, T] shape.
+      full = ops.broadcast_to(mask, (batch, 1, q_length, length))
+      context = ops.dot_product_attention(q, k, v, mask=full)
     else:
       # cuDNN's fused kernel refuses a [B, 1, 1, T] mask; Keras would log a
       # traceback per traced layer, then run XLA's attention: run it now.

@@ -66,6 +66,11 @@ class PretrainingConfig:
   do_eval: bool = False
   debug: bool = False  # tiny model and few steps, for trying things out
   seed: int = 1234
+  # Pretraining seeds K trained together in one compiled step (JAX only,
+  # pretrain/multi_seed.py), e.g. "1,2": seed K is the run of seed + K - 1
+  # in model_dir.seedK (model_dir itself for K = 1), as run_comparison.py
+  # names its seeds' runs.
+  seeds: str = ""
 
   # Objective (ELECTRA paper section 2; Table 6): a name registered in
   # pretrain/objectives/ (electra, mlm, electric, script, electra_15,
@@ -269,6 +274,8 @@ class PretrainingConfig:
       raise UserError(f"max_seq_length {self.max_seq_length} exceeds the "
                       f"model's {positions} positions (model_hparam_overrides"
                       " max_position_embeddings)")
+    if self.seeds:
+      parse_seeds(self.seeds)
     if not self.do_train and not self.do_eval:
       raise UserError("nothing to do: both do_train and do_eval are false")
     self._validate_generator()
@@ -278,6 +285,18 @@ class PretrainingConfig:
     if self.uniform_generator and self.unigram_generator:
       raise UserError("choose one of uniform_generator and unigram_generator")
     load_objectives().check_config(self)  # the objective's own checks
+
+
+def parse_seeds(text):
+  """'1,2' -> [1, 2]: the seeds field's pretraining seeds K >= 1, each once."""
+  try:
+    seeds = [int(s) for s in str(text).split(",") if s.strip()]
+  except ValueError:
+    seeds = []
+  if not seeds or min(seeds) < 1 or len(set(seeds)) != len(seeds):
+    raise UserError(f"seeds '{text}': give pretraining seeds K >= 1, "
+                    "comma-separated, each once (e.g. --seeds 1,2)")
+  return seeds
 
 
 def load_config(argv=None, check_first=None):

@@ -154,10 +154,12 @@ class JaxTrainer:
                                  steps)
 
   # -------------------------------------------------------------- step
-  def _train_step(self, state, step, rows, total_steps, warmup_steps):
+  def _train_step(self, state, step, rows, total_steps, warmup_steps,
+                  key=None):
     config, model = self.config, self.model
     trainable, fixed, opt_vars = state
-    features = self._features("train", rows, self.train_key, step)
+    features = self._features("train", rows,
+                              self.train_key if key is None else key, step)
 
     def loss_fn(trainable, fixed):
       outputs, fixed = model.stateless_call(trainable, fixed, features,
@@ -199,12 +201,18 @@ class JaxTrainer:
   def _chunk_jit(self, steps):
     """jit: `steps` training steps; returns the state, the sums of the
     logs over finite steps and the number of finite steps."""
-    def run(state, first_step, rows, total_steps, warmup_steps):
+    return jax.jit(self.chunk_scan(steps))
+
+  def chunk_scan(self, steps):
+    """`steps` training steps, not jitted: run(state, first_step, rows,
+    total_steps, warmup_steps, key=None); `key` is the masking noise's
+    (default the config seed's): pretrain/multi_seed.py vmaps it."""
+    def run(state, first_step, rows, total_steps, warmup_steps, key=None):
       def body(carry, xs):
         state, sums, finite_steps = carry
         step, step_rows = xs
         state, logs, finite = self._train_step(state, step, step_rows,
-                                               total_steps, warmup_steps)
+                                               total_steps, warmup_steps, key)
         sums = {k: sums[k] + jnp.where(finite, v, 0.0)
                 for k, v in logs.items()}
         return (state, sums, finite_steps + finite.astype(jnp.float32)), None
@@ -216,7 +224,7 @@ class JaxTrainer:
           body, (state, zeros, jnp.zeros((), jnp.float32)), (numbers, rows))
       return state, sums, finite_steps
 
-    return jax.jit(run)
+    return run
 
   def _run_chunk(self, state, first_step, steps, total_steps):
     """`steps` steps of a run of total_steps (the config's warmup)."""
@@ -375,12 +383,18 @@ class JaxTrainer:
 
   def _eval_jit(self):
     """jit: one eval batch's outputs (EVAL_KEYS and LOG_KEYS)."""
-    def run(trainable, fixed, rows, number):
-      features = self._features("heldout", rows, self.eval_key, number)
+    return jax.jit(self.eval_call())
+
+  def eval_call(self):
+    """One eval batch, not jitted: run(trainable, fixed, rows, number,
+    key=None), `key` the masks' noise (default seed + 1's)."""
+    def run(trainable, fixed, rows, number, key=None):
+      features = self._features("heldout", rows,
+                                self.eval_key if key is None else key, number)
       outputs, fixed = self.model.stateless_call(trainable, fixed, features,
                                                  training=False)
       return {k: outputs[k] for k in self.eval_keys}, fixed
-    return jax.jit(run)
+    return run
 
   # ------------------------------------------------------------ weights
   def sync_model(self):

@@ -24,7 +24,7 @@ RUN_SETTINGS = frozenset((
     "data_dir", "model_name", "pretrain_tfrecords", "eval_tfrecords",
     "vocab_file", "model_dir",
     "init_checkpoint", "eval_checkpoint", "accept_hparam_changes",
-    "do_train", "do_eval", "debug", "iterations_per_loop", "log_every_steps",
+    "do_train", "do_eval", "debug", "seeds", "iterations_per_loop", "log_every_steps",
     "save_checkpoints_steps", "save_checkpoints_secs", "keep_checkpoint_max",
     "num_eval_steps",
     "eval_batch_size", "skip_nonfinite_steps", "skip_corrupt_records",

@@ -7,6 +7,7 @@
 | plan.py           | the runs, their configs and steps at equal FLOPs    |
 | measure.py        | the PyTorch baseline, and compiling steps at once   |
 | pretrain_phase.py | each run measured, then trained; the targets met     |
+| units.py          | each run alone, or seeds stacked in one vmapped step |
 | train.py          | the runs trained at equal FLOPs, saved, evaluated   |
 | finetune_phase.py | each model fine-tuned on each task, seed by seed    |
 | run.py            | the phases in order, slot.json after each           |

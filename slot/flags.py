@@ -11,7 +11,7 @@ from util.errors import UserError
 
 # Flags that count something: at least 1 (0 would plan nothing, or divide).
 COUNTS = ("batch", "chunk", "measure_calls", "checkpoints", "eval_steps",
-          "finetune_first_seed", "finetune_chunk")
+          "finetune_first_seed", "finetune_chunk", "seeds_per_step")
 SECONDS = ("train_seconds", "time_limit")
 
 
@@ -30,6 +30,9 @@ def parse_args(argv, description=None):
   p.add_argument("--budget-flops", type=float, default=0,
                  help="train FLOPs per run (appendix E); 0: equal FLOPs "
                  "sized from the measured speeds and --train-seconds")
+  p.add_argument("--seeds-per-step", type=int, default=1,
+                 help="up to this many pretraining seeds of one objective "
+                 "trained in one vmapped step (pretrain/multi_seed.py)")
   p.add_argument("--checkpoints", type=int, default=1,
                  help="held-out evals at k/N of each run (the curves)")
   p.add_argument("--weights-out", default="auto",

@@ -62,3 +62,15 @@ def equal_flops_steps(entries, seconds, chunk):
   budget = seconds / per_flop
   return budget, [max(chunk, int(budget / e["train_flops_per_step"] / chunk)
                       * chunk) for e in entries]
+
+
+def fit_budget(entries, budget, seconds):
+  """(FLOPs per run, the seconds `budget` needs): `budget`, or the most
+  that fits in `seconds` at the measured step times when it does not (one
+  entry per program: the seeds of one vmapped step share its time)."""
+  need = sum(budget / e["train_flops_per_step"] * e["step_s"]
+             for e in entries)
+  if need <= seconds:
+    return budget, need
+  per_flop = sum(e["step_s"] / e["train_flops_per_step"] for e in entries)
+  return max(0.0, seconds) / per_flop, need

@@ -10,12 +10,14 @@ import keras
 
 from pretrain import arrays as arrays_lib
 from pretrain import flops
+from pretrain.objective_names import ALIASES
 from pretrain.jax_trainer import JaxTrainer
 from slot.measure import compile_all
 from slot.measure import hf_baseline
 from slot.plan import plan
 from slot.plan import slot_config
 from slot.train import train_runs
+from slot.units import group
 from util.machine import jax_matmul_peak_tflops
 
 NAMES = {"electra": "ELECTRA", "mlm": "BERT"}  # objective -> paper name
@@ -61,36 +63,51 @@ def pretrain_phase(args, clock, result, write):
     config = slot_config(written, args, arrays,
                          os.path.join(weights_root, folder), k)
     trainers[run_name] = JaxTrainer(config, arrays, log=clock.log)
-  result["compile"] = compile_all(trainers, args.chunk, clock)
-  for (run_name, written, k, folder), trainer in zip(runs, trainers.values()):
-    config = trainer.config
-    objective = config.objective
-    name = f"{NAMES.get(objective, written)}-{args.size}" + (
-        f" seed {k}" if k > 1 else "")
-    measured = trainer.measure(args.chunk, args.measure_calls)
-    entry = {"objective": objective, "written": written, "run": run_name,
-             "pretrain_seed": k, "name": name, "folder": folder,
-             "weights_dir": config.model_dir,
-             "batch": config.train_batch_size,
-             "seq_len": config.max_seq_length,
-             "precision": trainer.precision, **measured,
-             "train_flops_per_step": flops.train_flops_per_step(config),
-             "model_flops_per_step": flops.model_flops_per_step(config)}
-    entry["mfu"] = entry["model_flops_per_step"] / entry["step_s"] / (
-        peak * 1e12)
-    hf = result["hf_pytorch_electra"]
-    if objective == "electra" and "step_s" in hf:
-      entry["speedup_vs_hf_pytorch"] = hf["step_s"] / entry["step_s"]
-    clock.log(f"{name}: {entry['step_s'] * 1e3:.2f} ms/step, "
-              f"{entry['seq_per_s']:,.0f} seq/s, MFU {entry['mfu']:.1%} "
-              f"(first call {entry['first_call_s']:.1f} s)" +
-              (f", {entry['speedup_vs_hf_pytorch']:.2f}x transformers' "
-               "PyTorch ELECTRA" if "speedup_vs_hf_pytorch" in entry else ""))
-    entries.append(entry)
+  units = group(runs, trainers, args.seeds_per_step)
+  result["compile"] = compile_all({name: unit for name, unit, _ in units},
+                                  args.chunk, clock)
+  folders = {r[0]: r for r in runs}
+  for unit_name, unit, names in units:
+    measured = unit.measure(args.chunk, args.measure_calls)
+    n = len(names)
+    for run_name in names:
+      _, written, k, folder = folders[run_name]
+      config = trainers[run_name].config
+      objective = config.objective
+      # A preset of its own (electra_gdes, ale) keeps its name.
+      paper = NAMES.get(ALIASES.get(written, written), written)
+      name = f"{paper}-{args.size}" + (f" seed {k}" if k > 1 else "")
+      entry = {"objective": objective, "written": written, "run": run_name,
+               "pretrain_seed": k, "name": name, "folder": folder,
+               "weights_dir": config.model_dir, "unit": unit_name,
+               "seeds_per_step": n,
+               "batch": config.train_batch_size,
+               "seq_len": config.max_seq_length,
+               "precision": trainers[run_name].precision, **measured,
+               "seq_per_s": measured["seq_per_s"] / n,  # this seed's
+               "train_flops_per_step": flops.train_flops_per_step(config),
+               "model_flops_per_step": flops.model_flops_per_step(config)}
+      # step_s is the unit's step (all its seeds): this run's share of
+      # the FLOPs per second, and the unit's together.
+      entry["mfu"] = entry["model_flops_per_step"] / entry["step_s"] / (
+          peak * 1e12)
+      entry["unit_mfu"] = entry["mfu"] * n
+      hf = result["hf_pytorch_electra"]
+      if objective == "electra" and "step_s" in hf:
+        entry["speedup_vs_hf_pytorch"] = hf["step_s"] / entry["step_s"] * n
+      clock.log(f"{name}: {entry['step_s'] * 1e3:.2f} ms/step" +
+                (f" for {n} seeds ({unit_name})" if n > 1 else "") +
+                f", {entry['seq_per_s']:,.0f} seq/s, MFU {entry['mfu']:.1%}"
+                + (f" (the step's {entry['unit_mfu']:.1%})" if n > 1 else "")
+                + f" (first call {entry['first_call_s']:.1f} s)" +
+                (f", {entry['speedup_vs_hf_pytorch']:.2f}x transformers' "
+                 "PyTorch ELECTRA" if "speedup_vs_hf_pytorch" in entry
+                 else ""))
+      entries.append(entry)
   result["objectives"] = entries
   write()
 
-  budget = train_runs(args, clock, trainers, entries, peak,
+  budget = train_runs(args, clock, units, trainers, entries, peak,
                       args.out if weights_out else "", write)
 
   electra = next((e for e in entries if e["objective"] == "electra"), None)
@@ -106,6 +123,14 @@ def pretrain_phase(args, clock, result, write):
     clock.log(f"{e['name']}: {e['steps']} steps, {e['train_flops']:.3g} "
               f"FLOPs in {e['train_s']:.0f} s, {e['seq_per_s']:,.0f} seq/s, "
               f"MFU {e['mfu']:.1%} (timed) / {e['train_mfu']:.1%} (run)")
+  # Every run's model FLOPs over the seconds the units trained.
+  seconds = sum({e["unit"]: e["train_s"] for e in entries}.values())
+  result["aggregate_mfu"] = sum(e["model_flops"] for e in entries) / max(
+      seconds, 1e-9) / (peak * 1e12)
+  write()
+  clock.log(f"aggregate MFU {result['aggregate_mfu']:.1%}: "
+            f"{sum(e['model_flops'] for e in entries):.3g} model FLOPs of "
+            f"{len(entries)} run(s) in {seconds:.0f} s of training")
   clock.log(f"targets: >= {FLOPS_TARGET:.0e} FLOPs each: "
             f"{result['targets']['met_flops']}; >= {SPEEDUP_TARGET}x "
             f"PyTorch ELECTRA: {result['targets']['met_speedup']}; "

@@ -169,6 +169,47 @@ def test_a_failure_keeps_what_was_measured(slot_run, tmp_path):
   assert result["peak_bf16_tflops"] > 0 and not result["tensorflow_imported"]
 
 
+def test_two_seeds_train_in_one_step(tmp_path):
+  """--seeds-per-step 2: BERT's two pretraining seeds as one vmapped
+  program (pretrain/multi_seed.py), each written and evaluated as its own
+  run; MFU per run, per step and over the slot."""
+  arrays = str(tmp_path / "arrays")
+  slot_data.export_arrays(slot_data.build_data(str(tmp_path / "data")),
+                          arrays)
+  out = str(tmp_path / "out")
+  env = slot_env(str(tmp_path), OUT=out, SLOT_USE_INSTALLED_KERAS="1",
+                 SLOT_DATA=arrays)
+  done = run_slot(env, "--size", "tiny", "--objectives", "mlm:2",
+                  "--seeds-per-step", "2", "--batch", "8", "--chunk", "5",
+                  "--measure-calls", "1", "--budget-flops", "1e9",
+                  "--eval-steps", "2", "--hf-steps", "0",
+                  "--finetune-seeds", "0", "--time-limit", "1200",
+                  "--hparams", json.dumps(slot_data.MICRO), timeout=600)
+  assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+  with open(os.path.join(out, "slot.json")) as f:
+    result = json.load(f)
+  assert result["tensorflow_imported"] is False
+  first, second = result["objectives"]
+  assert [first["folder"], second["folder"]] == ["bert_tiny",
+                                                 "bert_tiny.seed2"]
+  for e in (first, second):
+    assert e["unit"] == "mlm+mlm.seed2" and e["seeds_per_step"] == 2
+    assert e["steps"] == 5 and e["unit_mfu"] == pytest.approx(2 * e["mfu"])
+    assert e["eval"]["global_step"] == 5
+  assert first["step_s"] == second["step_s"]  # one step for both
+  assert first["eval"] != second["eval"]  # their own seeds
+  assert result["aggregate_mfu"] == pytest.approx(
+      (first["model_flops"] + second["model_flops"]) / first["train_s"] /
+      (result["peak_bf16_tflops"] * 1e12))
+  assert "for 2 seeds (mlm+mlm.seed2)" in done.stdout
+  assert "aggregate MFU" in done.stdout
+  weights = [npz_weights.read(os.path.join(out, e["folder"]))[1]
+             for e in (first, second)]
+  name = sorted(weights[0]["generator"])[0]
+  assert not np.array_equal(weights[0]["generator"][name],
+                            weights[1]["generator"][name])
+
+
 def test_a_later_call_fills_in_one_task_and_seed(slot_run, tmp_path):
   """--pretrained with --finetune-tasks and --finetune-first-seed: only the
   trials a time limit skipped, the same dev outputs' names; an unknown task
