@@ -100,7 +100,7 @@ def check_backend(config, backend):
   if recorded and recorded != backend:
     name = BACKEND_NAMES.get(recorded, recorded)
     how = ("unset KERAS_BACKEND" if recorded == "tensorflow" else
-           f"KERAS_BACKEND={recorded}")
+           f"set KERAS_BACKEND={recorded}")
     raise UserError(
         f"{path} records a {name} run's trials, but this run is on "
         f"{BACKEND_NAMES.get(backend, backend)} (KERAS_BACKEND={backend}): "
