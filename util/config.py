@@ -161,9 +161,11 @@ def original_switches(overrides, table):
 def check_tpu_name(config):
   """strategy tpu (the original's use_tpu) names its TPU: --tpu-name, or
   TPU_NAME in the environment (a TPU VM's "local"); said before
-  TensorFlow loads, not as "cannot reach TPU ''" a minute later."""
+  TensorFlow loads, not as "cannot reach TPU ''" a minute later. (Under
+  KERAS_BACKEND=jax the JAX path refuses strategy tpu itself.)"""
   if (config.strategy == "tpu" and not config.tpu_name and
-      not os.environ.get("TPU_NAME")):
+      not os.environ.get("TPU_NAME") and
+      os.environ.get("KERAS_BACKEND") != "jax"):
     raise UserError("strategy tpu (use_tpu) needs --tpu-name: the Cloud "
                     "TPU's name, or local on a TPU VM")
 
