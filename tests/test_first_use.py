@@ -298,8 +298,10 @@ def fresh_clone(tmp_path):
 
 
 def in_clone(clone, command):
-  """`command` run in the clone as a user's shell runs it (no PYTHONPATH)."""
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  """`command` run in the clone as a user's shell runs it (no PYTHONPATH,
+  nor the variables of a `make test` around the tests)."""
+  env = {k: v for k, v in os.environ.items() if k not in (
+      "PYTHONPATH", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
   return subprocess.run(command, shell=True, cwd=clone, capture_output=True,
                         text=True, timeout=900, env=env)
 
