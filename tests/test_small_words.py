@@ -3,6 +3,7 @@ sentences, not blank lines, and says "1 sentence"; each no-text baseline
 line describes its own kind of baseline; export's --help names every
 format."""
 
+import os
 import subprocess
 import sys
 import types
@@ -70,3 +71,13 @@ def test_export_help_names_every_format():
   for name in ("hf", "savedmodel", "keras", "keras_hub", "KerasHub",
                "transformers"):
     assert name in flat, name
+
+
+def test_the_install_is_not_editable():
+  """setup.py installs no code, so `pip install .` (not -e, whose
+  setuptools prints a warning block for nothing to edit)."""
+  with open(os.path.join(ROOT, "Makefile")) as f:
+    installs = [l.split() for l in f if "pip install" in l and
+                "--upgrade pip" not in l]
+  assert [w[-1] for w in installs] == [".", '".[test]"']
+  assert not any("-e" in w for w in installs)
