@@ -11,8 +11,9 @@ one), the kept model, the results file, the summary and the no-text
 baselines. What differs: the order of the train rows (pretrain/arrays.py
 batch_rows, not tf.data's shuffle), so a trial's numbers are close to the
 TensorFlow runner's, not equal; and no per-step log (steps run jitted in
-chunks): a line every ~15 s instead (training/heartbeat.py). What only the TensorFlow runner does is refused by `check`, in
-one line, before JAX loads.
+chunks): a line every ~15 s instead (training/heartbeat.py). What only
+the TensorFlow runner does is refused by `check`, in one line, before JAX
+loads.
 
 TensorFlow is still needed, imported late: the tokenizer is
 tensorflow_text's, and our own runs are TensorFlow checkpoints. Without it
