@@ -11,13 +11,13 @@ QS_START := $(shell date +%s)
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q .
 	touch $@
 
 # The tests also need their peers (transformers + CPU torch, JAX, jiwer);
 # the quickstart does not.
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q ".[test]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -32,6 +32,13 @@ install: $(VENV)/.installed
 #     --temperature 2.0 --do-eval
 QS_CONFIG := configs/electra_tiny.json
 QS_HPARAMS := --hparams $(QS_CONFIG)
+# Extra build_pretraining_dataset.py flags (tests: a few documents).
+QS_BUILD_FLAGS :=
+# GLUE (a folder holding RTE/) for the printed fine-tuning command:
+#   make quickstart GLUE_DIR=~/glue_data
+# by default ../shared/data/glue where a clone has it beside it; without
+# one the command says what it needs first.
+GLUE_DIR ?= $(wildcard ../shared/data/glue)
 QS_MODEL := $(QS)/models/electra_tiny
 
 $(QS)/vocab.txt: sample_data/vocab_8k.txt
@@ -43,7 +50,7 @@ $(QS)/vocab.txt: sample_data/vocab_8k.txt
 $(QS)/pretrain_tfrecords/metadata.json: $(QS)/vocab.txt $(wildcard sample_data/corpus/*) | install
 	$(PY) build_pretraining_dataset.py --corpus-dir sample_data/corpus \
 	  --vocab-file $(QS)/vocab.txt --output-dir $(QS)/pretrain_tfrecords \
-	  --num-processes 1 --overwrite
+	  --num-processes 1 --overwrite $(QS_BUILD_FLAGS)
 
 # "before training" only when nothing is trained yet: a re-run resumes (or,
 # when done, only evaluates) and prints the trained model's metrics once.
@@ -62,7 +69,7 @@ quickstart: install $(QS)/pretrain_tfrecords/metadata.json
 	  $(QS_HPARAMS) --do-eval
 	@$(PY) -m pretrain.summary --data-dir $(QS) --model-name electra_tiny \
 	  --before $(QS_MODEL)/eval_before.json --started $(QS_START) \
-	  --pretrain-hparams $(QS_CONFIG)
+	  --pretrain-hparams $(QS_CONFIG) --glue-dir "$(GLUE_DIR)"
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15 tests

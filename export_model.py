@@ -56,7 +56,8 @@ def main(argv=None):
   config = load_config(argv)
   check_model_present(config.model_path)  # before TensorFlow loads
   check_vocab_present(config.model_path, config.vocab_file, config.data_dir)
-  progress = Progress("export", 2, "steps", sys.stdout)
+  # Loading (TensorFlow's import most of it), then writing: no rate.
+  progress = Progress("export", 2, "steps", sys.stdout, timed=False)
   # TensorFlow only after the flags are checked: a bad flag fails at once.
   import_tensorflow(with_text=True)
   from loading import export  # loads the run, then exports (TensorFlow)

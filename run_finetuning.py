@@ -37,7 +37,8 @@ def main(argv=None):
   if BACKEND == "jax":  # one task on JAX (docs/run_finetuning.md)
     from finetune import jax_run
     jax_run.check(config)  # what only TensorFlow runs: said first
-  preflight.check(config)  # model and data files: before TensorFlow loads
+  # Model, data and output files: before TensorFlow (or JAX) loads.
+  preflight.check(config, BACKEND)
   if BACKEND == "jax":
     return jax_run.run(config)
   import_tensorflow(with_text=True)

@@ -23,6 +23,8 @@ from util.config import apply_overrides
 from util.config import check_choice
 from util.config import check_numbers
 from util.config import check_data_dir
+from util.config import check_tpu_name
+from util.config import original_switches
 from util.config import parse_config
 from util.errors import UserError
 from util.outputs import check_output_dir
@@ -46,6 +48,15 @@ QA_HEADS = ("xlnet", "linear")
 OPTIMIZERS = ("adam_weight_decay", "adamw")
 # Multi-worker fine-tuning is not offered: one host holds the trial record.
 STRATEGIES = ("default", "mirrored", "tpu")
+
+# The original release's configure_finetuning.py switches that mean
+# something here -> the fields that say it (util/config.original_switches):
+# use_tpu as pretraining's; joint_prediction false is BERT's independent
+# start/end logits, our linear QA head.
+ORIGINAL_SPELLINGS = {
+    "use_tpu": lambda on: {"strategy": "tpu"} if on else {},
+    "joint_prediction": lambda on: {} if on else {"qa_head": "linear"},
+}
 
 # What --do-predict takes from the saved fine-tuned model's config rather
 # than the command's: what builds the model and reads and featurizes the
@@ -209,7 +220,9 @@ class FinetuningConfig:
   @classmethod
   def original_spellings(cls, overrides):
     """The original release's forms (util/config.apply_overrides calls
-    this at the config boundary): its task_names is a list, ["mnli"]."""
+    this at the config boundary): its task_names is a list, ["mnli"];
+    its ORIGINAL_SPELLINGS switches."""
+    overrides = original_switches(overrides, ORIGINAL_SPELLINGS)
     names = overrides.get("task_names")
     if not isinstance(names, (list, tuple)):
       return overrides
@@ -303,6 +316,11 @@ class FinetuningConfig:
     check_choice("qa_head", self.qa_head, QA_HEADS)
     check_choice("optimizer", self.optimizer, OPTIMIZERS)
     check_choice("strategy", self.strategy, STRATEGIES)
+    if self.num_gpus and self.strategy != "mirrored":
+      raise UserError(f"num_gpus {self.num_gpus} is read by --strategy "
+                      f"mirrored only (strategy {self.strategy} trains on one"
+                      " device): add --strategy mirrored")
+    check_tpu_name(self)
     check_choice("inference_engine", self.inference_engine, ENGINES)
     check_choice("inference_precision", self.inference_precision,
                  PRECISIONS)

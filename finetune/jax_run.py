@@ -11,8 +11,9 @@ one), the kept model, the results file, the summary and the no-text
 baselines. What differs: the order of the train rows (pretrain/arrays.py
 batch_rows, not tf.data's shuffle), so a trial's numbers are close to the
 TensorFlow runner's, not equal; and no per-step log (steps run jitted in
-chunks). What only the TensorFlow runner does is refused by `check`, in
-one line, before JAX loads.
+chunks): a line every ~15 s instead (training/heartbeat.py). What only
+the TensorFlow runner does is refused by `check`, in one line, before JAX
+loads.
 
 TensorFlow is still needed, imported late: the tokenizer is
 tensorflow_text's, and our own runs are TensorFlow checkpoints. Without it
@@ -27,6 +28,8 @@ import numpy as np
 from finetune import data_layout
 from finetune import preflight
 from finetune.featurization import limit
+from training.heartbeat import Heartbeat
+from training.step_log import LOG_SECONDS
 from util.errors import UserError
 
 TENSORFLOW_BACKEND = "use the TensorFlow backend (unset KERAS_BACKEND)"
@@ -232,7 +235,15 @@ def run(config):
           f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size})",
           flush=True)
     began = time.time()
-    outputs, summary = finetuner.trial(encoder, seed, keep_weights=True)
+    # One call trains the whole trial (jitted chunks): a line every
+    # LOG_SECONDS meanwhile, as the TensorFlow runner's step log gives.
+    what = (f"trial {trial}: compiling, then {info['train_steps']} steps"
+            if trial == done + 1 else
+            f"trial {trial}: {info['train_steps']} steps")
+    print(f"{what}; a line every {LOG_SECONDS:.0f} s until it ends",
+          flush=True)
+    with Heartbeat(what):
+      outputs, summary = finetuner.trial(encoder, seed, keep_weights=True)
     print(f"step {summary['steps']}/{summary['steps']} | loss "
           f"{summary['final_loss']:.4f} | {time.time() - began:.1f} s",
           flush=True)

@@ -8,7 +8,13 @@ from finetune import data_layout
 from loading import finetuned as finetuned_files
 from loading.presence import check_model_present
 from loading.presence import check_vocab_present
+from loading.presence import run_config_at
+from model.config import get_model_config
+from util import storage
 from util.errors import UserError
+from util.text_files import read_json
+
+BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
 
 
 def run_path(config):
@@ -54,11 +60,62 @@ def find_finetuned(config):
   return finetuned_files.load(kept)
 
 
-def check(config):
-  """The model and the data files are there (config: validated)."""
+def check_positions(config, path):
+  """A max_seq_length given above the positions of the run at `path`
+  (its pretrain_config.json says them), as the trainer would say it."""
+  if config.max_seq_length_is_default:  # cut to fit by the trainer
+    return
+  saved = run_config_at(path)
+  if saved is None:
+    return
+  try:
+    positions = get_model_config(saved.model_size, saved.vocab_size,
+                                 saved.model_hparam_overrides
+                                 ).max_position_embeddings
+  except UserError:
+    return  # loading says what is wrong with the run
+  positions = config.model_hparam_overrides.get("max_position_embeddings",
+                                                positions)
+  if config.max_seq_length > positions:
+    raise UserError(f"max_seq_length {config.max_seq_length} exceeds the "
+                    f"model's {positions} positions ({path}: "
+                    f"{saved.model_size} model); pass --max-seq-length "
+                    f"{positions} or less")
+
+
+def check_backend(config, backend):
+  """The output folder's record of trials (finetune/trial_record.py) was
+  written on this backend: a run on the other one is refused at once."""
+  if config.overwrite or not config.output_dir or config.do_predict:
+    return
+  path = os.path.join(config.output_dir,
+                      f"{'_'.join(config.tasks)}_trials.json")
+  if "://" in path or not storage.exists(path):
+    return
+  try:
+    record = read_json(path)
+  except UserError:
+    return  # the record's own check says what is wrong with it
+  recorded = record.get("backend") if isinstance(record, dict) else None
+  if recorded and recorded != backend:
+    name = BACKEND_NAMES.get(recorded, recorded)
+    how = ("unset KERAS_BACKEND" if recorded == "tensorflow" else
+           f"set KERAS_BACKEND={recorded}")
+    raise UserError(
+        f"{path} records a {name} run's trials, but this run is on "
+        f"{BACKEND_NAMES.get(backend, backend)} (KERAS_BACKEND={backend}): "
+        f"{how} to go on with them, or use another --output-dir for a new "
+        "run")
+
+
+def check(config, backend="tensorflow"):
+  """The model and the data files are there, the output folder's trials
+  were run on this backend (config: validated)."""
+  check_backend(config, backend)
   if find_finetuned(config) is None:
-    check_model_present(config.init_checkpoint or run_path(config))
-    check_vocab_present(config.init_checkpoint or run_path(config),
-                        config.vocab_file, config.data_dir)
+    path = config.init_checkpoint or run_path(config)
+    check_model_present(path)
+    check_vocab_present(path, config.vocab_file, config.data_dir)
+    check_positions(config, path)
   if not config.do_predict:
     data_layout.check_files(config)

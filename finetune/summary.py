@@ -39,9 +39,17 @@ def format_table(results):
 
 
 # What a no-text baseline is, per kind of task (finetune/baselines.py).
-BASELINE_WORDS = {"GLUE": "the training set's majority class; a constant "
-                          "for regression, correlation 0",
+BASELINE_WORDS = {"GLUE": "the training set's majority class",
                   "tagging": "each word's most frequent training tag"}
+REGRESSION_WORDS = "a constant prediction: correlation 0"
+
+
+def baseline_words(task):
+  """What the task's no-text baseline is, in words: its kind's, or a
+  constant's for a regression task (STS-B)."""
+  if getattr(task, "is_regression", False):
+    return REGRESSION_WORDS
+  return BASELINE_WORDS[data_layout.kind(task.name)]
 
 
 def has_baseline(task_name):
@@ -66,5 +74,5 @@ def versus_baselines(results, tasks, baselines):
                "does NOT beat it: no better than ignoring the text")
     lines.append(f"  {task.name:<8} {task.metric:<20} {score:8.3f} vs "
                  f"no-text baseline {base:.3f} "
-                 f"({BASELINE_WORDS[data_layout.kind(task.name)]}): {verdict}")
+                 f"({baseline_words(task)}): {verdict}")
   return "\n".join(["no-text baselines (dev):"] + lines) if lines else ""

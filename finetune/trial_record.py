@@ -6,6 +6,7 @@ import json
 import math
 import uuid
 
+import keras
 import numpy as np
 
 from finetune.model import head_weights
@@ -81,6 +82,9 @@ class TrialRecord:
     if record is None:
       record = {"run": uuid.uuid4().hex, "config": config.run_hparams(),
                 "trials": [], "kept": None, "results_file": ""}
+    # Which backend ran the trials: a rerun on the other is refused before
+    # it loads (finetune/preflight.py check_backend).
+    record.setdefault("backend", keras.backend.backend())
     kept = record.get("kept")  # its trial: 1-based, as logs and files say
     if kept and kept["trial"] <= len(record["trials"]):
       path = self.paths.kept_model_path()

@@ -25,8 +25,7 @@ class ExportConfig:
   model_name: str = ""
   init_checkpoint: str = ""  # default DATA_DIR/models/NAME
   vocab_file: str = ""  # default: the run's, else DATA_DIR/vocab.txt
-  # savedmodel, keras (a .keras archive), hf or keras_hub (a KerasHub preset)
-  format: str = "hf"
+  format: str = "hf"  # hf (transformers), savedmodel, keras (.keras) or keras_hub (a KerasHub preset)
   output_dir: str = ""  # must not exist yet (or be empty)
   max_seq_length: int = 0  # savedmodel text signature; 0 = the run's
   # A fine-tuned model (run_finetuning.py's OUTPUT_DIR/<tasks>_model/):
@@ -67,6 +66,7 @@ class ExportConfig:
 def load_config(argv=None):
   config, _ = parse_config(
       ExportConfig, argv,
-      description="Export a pretrained model: a TF SavedModel, a .keras "
-                  "archive or a Hugging Face transformers directory.")
+      description="Export a pretrained model: a Hugging Face transformers "
+                  "directory (hf), a TF SavedModel (savedmodel), a .keras "
+                  "archive (keras) or a KerasHub preset (keras_hub).")
   return config

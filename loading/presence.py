@@ -57,21 +57,49 @@ def vocab_path_for(pretrain_config, vocab_file="", data_dir=""):
   return next((p for p in paths if storage.exists(p)), paths[0])
 
 
-def check_vocab_present(path, vocab_file="", data_dir=""):
-  """For one of our runs at `path`: the vocabulary vocab_path_for finds
-  is there (other formats carry their own, checked as they load)."""
-  if not path or "://" in path + vocab_file:
-    return
+def run_config_at(path):
+  """The pretrain_config.json of one of our (local) runs at `path`, a run
+  folder or a checkpoint prefix in one; None for anything else (or one
+  that does not parse: loading says why)."""
+  if not path or "://" in path:
+    return None
   folder = path if os.path.isdir(path) else os.path.dirname(path)
   config_path = os.path.join(folder, CONFIG_FILE)
   if not os.path.isfile(config_path):
-    return
+    return None
   try:
-    pretrain_config = config_from_json(read_text(config_path), config_path)
+    return config_from_json(read_text(config_path), config_path)
   except UserError:
-    return  # loading says what is wrong with it
+    return None
+
+
+def vocab_entries(path):
+  """The number of entries of a WordPiece vocab.txt, counted as
+  util/tokenization.py's parse_wordpiece_vocab does (a line each)."""
+  with open(path, "rb") as f:
+    text = f.read().decode("utf-8", errors="replace")
+  return len(text.removeprefix("\ufeff").splitlines())
+
+
+def check_vocab_present(path, vocab_file="", data_dir=""):
+  """For one of our runs at `path`: the vocabulary vocab_path_for finds
+  is there and has the model's vocab_size entries (other formats carry
+  their own, checked as they load)."""
+  pretrain_config = run_config_at(path)
+  if pretrain_config is None or "://" in vocab_file:
+    return
   vocab = vocab_path_for(pretrain_config, vocab_file, data_dir)
+  folder = path if os.path.isdir(path) else os.path.dirname(path)
   if not os.path.exists(vocab):
-    given = "" if vocab_file else f" (named by {config_path})"
+    given = ("" if vocab_file else
+             f" (named by {os.path.join(folder, CONFIG_FILE)})")
     raise UserError(f"vocab file not found: {vocab}{given}; pass the "
                     "pretraining vocab with --vocab-file")
+  if vocab.endswith(".txt") and os.path.isfile(vocab) and (
+      pretrain_config.vocab_size):
+    size = vocab_entries(vocab)
+    if size != pretrain_config.vocab_size:  # as loading/runs.py says it
+      raise UserError(
+          f"vocab file {vocab} has {size} entries but the pretrained model "
+          f"has {pretrain_config.vocab_size}; pass the pretraining vocab "
+          "with --vocab-file")

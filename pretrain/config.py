@@ -15,7 +15,7 @@ from model.config import get_model_config
 from pretrain import load_objectives
 from util.config import check_choice
 from util.config import check_numbers
-from util.config import coerce
+from util.config import original_switches
 from util.config import parse_config
 from util.errors import UserError
 
@@ -199,13 +199,7 @@ class PretrainingConfig:
     fields they set (util/config.apply_overrides calls this: the config
     boundary, the one place these names exist). Fields given directly win.
     """
-    mapped = {}
-    for name, to_fields in ORIGINAL_SPELLINGS.items():
-      if name in overrides:
-        on = coerce(name, bool, overrides[name])
-        mapped.update(to_fields(on))
-    rest = {k: v for k, v in overrides.items() if k not in ORIGINAL_SPELLINGS}
-    return dict(mapped, **rest)
+    return original_switches(overrides, ORIGINAL_SPELLINGS)
 
   def resolve(self):
     """Fills derived defaults once all overrides are in."""

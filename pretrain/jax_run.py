@@ -27,9 +27,12 @@ from pretrain import flops
 from pretrain import run_dir
 from pretrain.jax_trainer import JaxTrainer
 from pretrain.jax_trainer import count_params
+from interop import npz_weights
 from training import npz_checkpoints
+from training.heartbeat import Heartbeat
 from training.preemption import Preempted
 from training.preemption import PreemptionGuard
+from training.step_log import LOG_SECONDS
 from training.step_log import ScalarLog
 from training.step_log import StepLog
 from util import storage
@@ -89,6 +92,22 @@ def restore(trainer, path):
   trainer.load_state(groups, npz_checkpoints.step_of(path))
 
 
+def write_weights(trainer, config):
+  """The weights fine-tuning, scoring and export read (.npz shards +
+  weights.json in MODEL_DIR) at the trainer's step; written whenever a run
+  stops with a saved state, and again only when their step is not it."""
+  manifest = os.path.join(config.model_dir, npz_weights.MANIFEST)
+  if storage.exists(manifest):
+    try:
+      if json.loads(storage.read_text(manifest)).get("step") == trainer.step:
+        return
+    except (ValueError, AttributeError):
+      pass  # unreadable: written anew
+  paths = trainer.save(config.model_dir)
+  print(f"weights for fine-tuning (step {trainer.step}): "
+        f"{os.path.dirname(paths[0])} ({len(paths)} file(s))", flush=True)
+
+
 def save(trainer, config):
   path = npz_checkpoints.save(config.model_dir, trainer.step,
                               trainer.host_state(),
@@ -129,6 +148,7 @@ class JaxRun(run_dir.HoldsLock):
     if trainer.step >= total:
       print(f"already trained: step {trainer.step} >= num_train_steps "
             f"{total}", flush=True)
+      write_weights(trainer, config)  # as a stop in its last loop left it
       return trainer.step
     trainer.log(f"training {trainer.model.name} ({trainer.precision}, "
                 f"{len(trainer.devices)} device(s): "
@@ -150,8 +170,15 @@ class JaxRun(run_dir.HoldsLock):
         n = min(_next(step, config.iterations_per_loop),
                 _next(step, config.save_checkpoints_steps), total) - step
         start = time.time()
-        sums, finite = trainer.advance(n, total)
-        finite = float(finite)
+        if log.calls:
+          what = f"steps {step + 1}-{step + n}"
+        else:
+          what = "compiling the training step (first call)"
+          print(f"{what}; a line every {LOG_SECONDS:.0f} s until it runs",
+                flush=True)
+        with Heartbeat(what):
+          sums, finite = trainer.advance(n, total)
+          finite = float(finite)
         if finite < n and not config.skip_nonfinite_steps:
           raise UserError(
               f"non-finite loss or gradients at steps {step + 1}-"
@@ -168,12 +195,11 @@ class JaxRun(run_dir.HoldsLock):
           last_save = time.time()
         if preemption.requested:
           writer.flush()
+          write_weights(trainer, config)
           raise Preempted(f"{preemption.name}: saved step {trainer.step} "
                           "and stopped", preemption.exit_code)
     writer.flush()
-    paths = trainer.save(config.model_dir)
-    print(f"weights for fine-tuning: {os.path.dirname(paths[0])} "
-          f"({len(paths)} file(s))", flush=True)
+    write_weights(trainer, config)
     return trainer.step
 
   def evaluate(self):
@@ -185,7 +211,8 @@ class JaxRun(run_dir.HoldsLock):
       restore(trainer, path)
     else:
       print("note: no checkpoint in model_dir; evaluating initial weights")
-    results = trainer.evaluate()
+    with Heartbeat("evaluating (the first call compiles the eval step)"):
+      results = trainer.evaluate()
     if not config.eval_checkpoint:
       storage.write_text_atomic(
           os.path.join(config.model_dir, "eval_results.json"),

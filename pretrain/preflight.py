@@ -11,13 +11,16 @@ import json
 import os
 import re
 
+from loading.presence import vocab_entries
 from pretrain.config import PretrainingConfig
+from pretrain.run_dir import check_backend
 from pretrain.run_config import CONFIG_FILE
 from pretrain.run_config import check_architecture
 from pretrain.run_config import check_data_shape
 from pretrain.run_config import check_resumable
 from pretrain.run_config import read_saved_config
 from util.config import check_data_dir
+from util.config import check_tpu_name
 from util.errors import UserError
 
 METADATA_FILE = "metadata.json"  # build_pretraining_dataset.py writes it
@@ -105,6 +108,22 @@ def find_vocab(config, meta, folder):
   raise_missing(default, copy)
 
 
+def check_vocab_size(config, meta, folder):
+  """A vocab.txt whose entries are not the dataset's vocab_size, as
+  pretrain/data.py's check_metadata says it, before TensorFlow loads."""
+  size = (meta or {}).get("vocab_size")
+  path = config.vocab_file
+  if (not isinstance(size, int) or not path.endswith(".txt") or
+      (meta or {}).get("tokenizer", "wordpiece") != "wordpiece" or
+      not os.path.isfile(path)):
+    return
+  entries = vocab_entries(path)
+  if entries != size:
+    raise UserError(f"vocab file {path} has {entries} entries but the "
+                    f"dataset was built with {size} "
+                    f"({os.path.join(folder, METADATA_FILE)})")
+
+
 def raise_missing(path, copy):
   also = f" nor the dataset's copy {copy}" if copy else ""
   raise UserError(f"vocab file not found: {path}{also}; scoring, export and "
@@ -149,6 +168,7 @@ def warn_small_data(config, meta):
 def check(config):
   """The early checks (run_pretraining.py's check_first)."""
   check_data_dir(config)
+  check_tpu_name(config)
   records, model_dir = _paths(config)
   if "://" in records + model_dir + config.vocab_file:
     return
@@ -161,6 +181,9 @@ def check(config):
                      "--max-seq-length " + str(config.max_seq_length))
   if folder:  # no TFRecords at all: the trainer's error says so first
     find_vocab(config, meta, folder)
+    check_vocab_size(config, meta, folder)
+  if model_dir and os.path.isdir(model_dir):  # before the backend loads
+    check_backend(model_dir, os.environ.get("KERAS_BACKEND", "tensorflow"))
   saved = os.path.join(model_dir, CONFIG_FILE) if model_dir else ""
   if saved and os.path.isfile(saved):
     fields = compared_fields(config)

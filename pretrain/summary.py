@@ -2,11 +2,14 @@
 
   python -m pretrain.summary --data-dir DATA_DIR --model-name NAME \
       --before eval_before.json [--started EPOCH_SECONDS] \
-      [--pretrain-hparams configs/electra_tiny.json]
+      [--pretrain-hparams configs/electra_tiny.json] [--glue-dir GLUE_DIR]
 
 Prints the eval before -> after table (eval_results.json of the untrained
 model, kept as --before, and the run's own), how long it all took, and
-the commands to try next with this run's folder and name filled in; and
+the commands to try next with this run's folder and name filled in (each
+runs as printed, from the folder the summary ran in: the fine-tuning one
+reads GLUE's RTE from --glue-dir or DATA_DIR/finetuning_data, else says
+what it needs first; the export one names a folder not yet there); and
 draws the train log's curves (TensorBoard's scalars, read without
 TensorFlow) into MODEL_DIR/train_curves.png.
 """
@@ -19,6 +22,7 @@ import struct
 import sys
 import time
 
+from finetune import data_layout
 from util import storage
 from util.config import check_data_dir
 from util.config import parse_config
@@ -42,6 +46,9 @@ class SummaryConfig:
   started: float = 0.0  # when the run began, in epoch seconds; 0 = unsaid
   # The hparams the run was trained with, repeated in the next commands.
   pretrain_hparams: str = ""
+  # A folder holding GLUE's RTE/ (or rte/), for the fine-tuning command;
+  # "" = DATA_DIR/finetuning_data.
+  glue_dir: str = ""
 
   RANGES = {"started": ">= 0"}
 
@@ -96,6 +103,45 @@ def python():
   return rel if not rel.startswith("..") else "python"
 
 
+GLUE_PLACEHOLDER = "GLUE_DIR"
+
+
+def has_rte(folder):
+  """Whether `folder` holds RTE's train.tsv and dev.tsv (finetune/
+  data_layout.py's names: rte/ or RTE/)."""
+  return bool(folder) and all(data_layout.find(folder, "rte", split)
+                              for split in ("train", "dev"))
+
+
+def finetune_command(config, run):
+  """(what, the flags after --task-names rte): GLUE's RTE from glue_dir,
+  else DATA_DIR/finetuning_data, else the command says what it needs."""
+  docs = "docs/run_finetuning.md#where-the-data-goes"
+  if has_rte(config.glue_dir):
+    return (f"fine-tune (GLUE's RTE from {config.glue_dir}; {docs})",
+            ["--raw-data-dir", config.glue_dir])
+  own = os.path.join(config.data_dir, "finetuning_data")
+  if has_rte(own):
+    return f"fine-tune (GLUE's RTE from {own}; {docs})", []
+  return (f"fine-tune: first download GLUE (RTE/ with train.tsv and "
+          f"dev.tsv), then put its folder for {GLUE_PLACEHOLDER} (or rerun "
+          f"make quickstart GLUE_DIR=its folder); {docs}",
+          ["--raw-data-dir", GLUE_PLACEHOLDER])
+
+
+def export_dir(config):
+  """DATA_DIR/export/NAME, or NAME-2, NAME-3, ...: the first folder not
+  there yet (or empty), so the printed export runs again on a rerun
+  without touching an earlier export."""
+  base = os.path.join(config.data_dir, "export", config.model_name)
+  path, n = base, 1
+  while storage.exists(path) and (not storage.isdir(path) or
+                                  storage.listdir(path)):
+    n += 1
+    path = f"{base}-{n}"
+  return path
+
+
 def next_commands(config, py="python"):
   """(what, command) for fine-tuning, scoring, export and a hotter run."""
   run = ["--data-dir", config.data_dir, "--model-name", config.model_name]
@@ -106,17 +152,15 @@ def next_commands(config, py="python"):
     return " ".join(shlex.quote(w) for w in (py,) + words)
 
   sample = "the cat sat on the mat ."
+  what, glue = finetune_command(config, run)
   return [
-      ("fine-tune (GLUE's RTE in "
-       f"{os.path.join(config.data_dir, 'finetuning_data', 'rte')}/; "
-       "docs/run_finetuning.md)",
-       cmd("run_finetuning.py", *run, "--task-names", "rte")),
+      (what, cmd("run_finetuning.py", *run, "--task-names", "rte", *glue)),
       ("score sentences (PLL in nats; docs/run_scoring.md)",
        f"printf {shlex.quote(sample + chr(92) + 'n')} | " +
        cmd("run_scoring.py", *run)),
       ("export for transformers (docs/export_model.md)",
        cmd("export_model.py", *run, "--format", "hf", "--output-dir",
-           os.path.join(config.data_dir, "export", config.model_name))),
+           export_dir(config))),
       ("pretrain a new model with hotter samples (its discriminator learns "
        "in these minutes)",
        cmd("run_pretraining.py", "--data-dir", config.data_dir,

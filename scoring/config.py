@@ -185,3 +185,8 @@ def load_config(argv=None):
       description="Score text with a pretrained model's pseudo-log-"
                   "likelihood: sentences, BLiMP or n-best rescoring.")
   return config
+
+
+def sentences_said(n):
+  """`1 sentence`, `2 sentences`, `1,000 sentences` (scoring's lines)."""
+  return f"{n:,} sentence" + ("" if n == 1 else "s")

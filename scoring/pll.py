@@ -32,6 +32,7 @@ from inference.engine import Engine
 from loading.scoring import load_run
 from scoring import estimators
 from scoring.config import TOKEN_BY_TOKEN_METHODS
+from scoring.config import sentences_said
 from training.progress import Progress
 from util.errors import UserError
 
@@ -205,7 +206,9 @@ class Scorer:
     """One line: what scoring `sentences` costs with this method, and the
     faster alternative when there is one."""
     limit = self.max_seq_length - 2
-    sample = [str(s) for s in sentences[:1000]]
+    # A blank line is kept (PLL 0) but costs no pass: not counted.
+    sentences = [s for s in map(str, sentences) if s.strip()]
+    sample = sentences[:1000]
     counts = [min(len(t), limit) for t in
               self.tokenizer.tokenize_batch(sample)] if sample else [0]
     mean = float(np.mean(counts))
@@ -213,7 +216,8 @@ class Scorer:
     k = self.top_k
     if one_pass(self.method):
       line = (f"method {self.method}: 1 pass per sentence (every token at "
-              f"once), {total:,.0f} passes for {len(sentences):,} sentences")
+              f"once), {total:,.0f} passes for "
+              f"{sentences_said(len(sentences))}")
     else:
       what = ("1 pass per token" if self.method == "mlm" else
               f"1 generator + up to {k + 1} discriminator passes per token")
@@ -221,7 +225,7 @@ class Scorer:
               f"electra (appendix G, top_k {k})")
       line = (f"method {name}: {what} = ~{total / max(len(sentences), 1):,.0f}"
               f" passes per sentence here ({mean:.1f} tokens on average), "
-              f"~{total:,.0f} for {len(sentences):,} sentences")
+              f"~{total:,.0f} for {sentences_said(len(sentences))}")
     faster = []
     if self.method == "electra":
       if k > 10:

@@ -8,6 +8,7 @@ import time
 
 from scoring import blimp
 from scoring import nbest
+from scoring.config import sentences_said
 from util import outputs
 from util import text_files
 from util.errors import UserError
@@ -66,7 +67,7 @@ def timed_scorer(scorer, log):
 def report_speed(scorer, log):
   s = scorer.last_stats
   rate = s["sentences"] / max(s["seconds"], 1e-9)
-  print(f"scored {s['sentences']} sentences ({s['tokens']} tokens, "
+  print(f"scored {sentences_said(s['sentences'])} ({s['tokens']} tokens, "
         f"{s['rows']} model rows) in {s['seconds']:.2f}s: {rate:.1f} "
         f"sentences/s ({scorer.method})", file=log, flush=True)
   if s["truncated"]:

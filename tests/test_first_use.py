@@ -240,8 +240,8 @@ def test_every_versus_baseline_line_says_whether_it_is_beaten():
   assert lines.splitlines() == [
       "no-text baselines (dev):",
       "  rte      accuracy               52.300 vs no-text baseline 52.700 "
-      "(the training set's majority class; a constant for regression, "
-      "correlation 0): does NOT beat it: no better than ignoring the text"]
+      "(the training set's majority class): does NOT beat it: no better "
+      "than ignoring the text"]
   assert "beats it" in finetune_summary.versus_baselines(
       {"rte": {"accuracy": 60.0}}, [Task()], {"rte": 52.7})
 
@@ -273,84 +273,132 @@ def test_docs_build_lengths_match_the_presets():
     assert f"--max-seq-length {length}" in text, name
 
 
-def tiny_rte(data_dir):
-  """finetuning_data/rte/: 40 training and 24 dev rows of GLUE's RTE."""
-  folder = os.path.join(data_dir, "finetuning_data", "rte")
-  os.makedirs(folder)
+def fresh_clone(tmp_path):
+  """The working tree as a fresh clone of it holds it (its tracked and new
+  files, nothing git ignores: no runs/, no data) with only shared/ beside
+  it, holding 40 training and 24 dev rows of GLUE's RTE; the test's
+  environment (.venv) linked in, as `make install` would have made it."""
+  clone = tmp_path / "clone"
+  listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard",
+                           "-z"], cwd=ROOT, capture_output=True, check=True,
+                          text=True).stdout.split("\0")
+  for name in listed:
+    source = os.path.join(ROOT, name)
+    if name and os.path.isfile(source) and not os.path.islink(source):
+      os.makedirs(clone / os.path.dirname(name), exist_ok=True)
+      shutil.copyfile(source, clone / name)
+  (clone / ".venv").symlink_to(os.path.realpath(sys.prefix))
+  rte = tmp_path / "shared" / "data" / "glue" / "RTE"
+  rte.mkdir(parents=True)
   for split, rows in (("train", 41), ("dev", 25)):
     with open(os.path.join(SHARED, "glue", "RTE", f"{split}.tsv")) as f:
       lines = f.read().splitlines()[:rows]
-    with open(os.path.join(folder, f"{split}.tsv"), "w") as f:
-      f.write("\n".join(lines) + "\n")
+    (rte / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+  return clone
 
 
-def run(command):
-  return subprocess.run(command, shell=True, cwd=ROOT, capture_output=True,
-                        text=True, timeout=900,
-                        env=dict(os.environ, PYTHONPATH=ROOT))
+def in_clone(clone, command):
+  """`command` run in the clone as a user's shell runs it (no PYTHONPATH,
+  nor the variables of a `make test` around the tests)."""
+  env = {k: v for k, v in os.environ.items() if k not in (
+      "PYTHONPATH", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+  return subprocess.run(command, shell=True, cwd=clone, capture_output=True,
+                        text=True, timeout=900, env=env)
 
 
-def test_a_run_and_every_command_its_summary_prints(built, tmp_path):
-  """The quickstart's path on a micro preset: a run whose only vocabulary
-  is the dataset's copy trains, records that copy, and each `next:`
-  command of its summary runs as printed (fine-tuning RTE, scoring,
-  export into a folder whose parent is new, a hotter run); evaluating
-  the fine-tuned model again (--no-do-train) just evaluates it."""
-  data_dir = tmp_path / "data"
-  shutil.copytree(built, data_dir)
-  tiny_rte(str(data_dir))
-  preset = micro_hparams(tmp_path / "micro.json")
-  py = shlex.quote(sys.executable)
-  trained = run(f"{py} run_pretraining.py --data-dir {data_dir} "
-                f"--model-name m --hparams {preset} --do-eval")
-  assert trained.returncode == 0, trained.stderr[-3000:]
-  copy = f"{data_dir}/pretrain_tfrecords/vocab.txt"
-  assert f"note: no {data_dir}/vocab.txt; using the dataset's copy {copy}" \
-      in trained.stdout
-  saved = json.loads((data_dir / "models" / "m" /
-                      "pretrain_config.json").read_text())
-  assert saved["vocab_file"] == copy
-  assert trained.stdout.count("eval results") == 1  # printed once
-  # The quickstart's last command: the table, the next commands, a plot.
-  summed = run(f"{py} -m pretrain.summary --data-dir {data_dir} "
-               f"--model-name m --pretrain-hparams {preset}")
-  assert summed.returncode == 0, summed.stderr[-3000:]
-  plot = data_dir / "models" / "m" / "train_curves.png"
-  assert f"  train curves: {plot}" in summed.stdout.splitlines()
-  assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def quickstart(clone):
+  """`make quickstart` in the clone on a micro preset and a few documents
+  (make's own variables; the install is taken as done); returns the
+  output and its printed next commands."""
+  done = in_clone(clone, "make -o .venv/.installed quickstart "
+                  "QS_CONFIG=micro.json QS_BUILD_FLAGS='--max-docs 12 "
+                  f"--max-seq-length {MICRO['max_seq_length']}'")
+  assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+  lines = done.stdout[done.stdout.rindex("\nnext:\n"):].splitlines()[2:]
+  return done.stdout, [(what.strip(" #"), command.strip())
+                       for what, command in zip(lines[::2], lines[1::2])]
 
-  config = summary.SummaryConfig(data_dir=str(data_dir), model_name="m",
-                                 pretrain_hparams=preset)
-  commands = summary.next_commands(config, py=sys.executable)
-  assert [c.split(".py")[0].rsplit(" ", 1)[-1] for _, c in commands] == [
-      "run_finetuning", "run_scoring", "export_model", "run_pretraining"]
+
+def test_the_quickstart_and_its_printed_commands_in_a_fresh_clone(tmp_path):
+  """`make quickstart` in a fresh clone (a micro preset: seconds, not
+  minutes), each `next:` command run as printed (fine-tuning RTE from
+  ../shared/data/glue, scoring, export, a hotter run), then a second
+  `make quickstart`, which resumes, and its printed export, which goes
+  to a new folder (the first export is left as it is)."""
+  clone = fresh_clone(tmp_path)
+  micro_hparams(clone / "micro.json")
+  out, commands = quickstart(clone)
+  assert "== before training\n" in out
+  plot = "runs/quickstart/models/electra_tiny/train_curves.png"
+  assert f"  train curves: {plot}" in out.splitlines()
+  assert (clone / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  py = ".venv/bin/python"
+  run = "--data-dir runs/quickstart --model-name electra_tiny"
+  export = f"{py} export_model.py {run} --format hf --output-dir "
+  assert [c for _, c in commands] == [
+      f"{py} run_finetuning.py {run} --task-names rte --raw-data-dir "
+      "../shared/data/glue",
+      f"printf 'the cat sat on the mat .\\n' | {py} run_scoring.py {run}",
+      export + "runs/quickstart/export/electra_tiny",
+      f"{py} run_pretraining.py --data-dir runs/quickstart --model-name "
+      "electra_tiny_t2 --hparams micro.json --temperature 2.0 --do-eval"]
   for what, command in commands:
-    done = run(command)
+    done = in_clone(clone, command)
     assert done.returncode == 0, (what, command, done.stderr[-3000:])
     if "run_finetuning" in command:
-      assert "no-text baselines (dev):" in done.stdout
       assert re.search(r"rte +accuracy .* vs no-text baseline", done.stdout)
       assert "trial 1/1" in done.stdout and "kept trial 1's" in done.stdout
-      out = data_dir / "models" / "m" / "finetuning"
-      assert (out / "rte_dev_predictions_trial1.tsv").exists()
-      result = json.loads(next(out.glob("results_rte_*.json")).read_text())
-      assert result["kept_model"]["trial"] == 1
-      assert set(result["baselines"]) == {"rte"}
-      kept = script_checks.snapshot(out / "rte_model")
-      again = run(command + " --no-do-train")
-      assert again.returncode == 0, again.stderr[-3000:]
-      assert f"evaluating {out}/rte_model (trial 1's model)" in again.stdout
-      assert "overwrite" not in again.stdout + again.stderr
-      assert script_checks.snapshot(out / "rte_model") == kept
+      out_dir = clone / "runs/quickstart/models/electra_tiny/finetuning"
+      assert (out_dir / "rte_dev_predictions_trial1.tsv").exists()
     if "run_scoring" in command:
       assert "the cat sat on the mat ." in done.stdout
-    if "export_model" in command:
-      export = data_dir / "export" / "m"
-      files = [p for p in export.rglob("*") if p.is_file()]
-      assert any(p.name == "model.safetensors" for p in files)
-      # Every file, safetensors too, readable as umask allows.
-      assert {oct(p.stat().st_mode & 0o777) for p in files} == {
-          oct(0o666 & ~umask())}
+  first = clone / "runs/quickstart/export/electra_tiny"
+  files = [p for p in first.rglob("*") if p.is_file()]
+  assert any(p.name == "model.safetensors" for p in files)
+  # Every file, safetensors too, readable as umask allows.
+  assert {oct(p.stat().st_mode & 0o777) for p in files} == {
+      oct(0o666 & ~umask())}
+  kept = script_checks.snapshot(first)
+
+  out, again = quickstart(clone)
+  assert "== before training: skipped" in out
+  assert [c for _, c in again][:2] == [c for _, c in commands][:2]
+  assert again[2][1] == export + "runs/quickstart/export/electra_tiny-2"
+  done = in_clone(clone, again[2][1])
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert list((clone / "runs/quickstart/export/electra_tiny-2").rglob(
+      "model.safetensors"))
+  assert script_checks.snapshot(first) == kept
+
+
+def test_without_glue_the_finetuning_command_says_what_it_needs(tmp_path):
+  config = summary.SummaryConfig(data_dir=str(tmp_path), model_name="m")
+  what, command = summary.next_commands(config)[0]
+  assert what.startswith("fine-tune: first download GLUE (RTE/ with "
+                         "train.tsv and dev.tsv), then put its folder for "
+                         "GLUE_DIR")
+  assert command.endswith("--task-names rte --raw-data-dir GLUE_DIR")
+  # GLUE put in DATA_DIR/finetuning_data: the command needs no flag.
+  rte = tmp_path / "finetuning_data" / "rte"
+  rte.mkdir(parents=True)
+  for split in ("train", "dev"):
+    (rte / f"{split}.tsv").write_text("")
+  what, command = summary.next_commands(config)[0]
+  assert command.endswith("--task-names rte") and "first" not in what
+
+
+def test_a_run_finds_the_datasets_vocab_copy(tmp_path, capsys):
+  """A dataset without DATA_DIR/vocab.txt: the run uses (and records,
+  via config.vocab_file) the copy build_pretraining_dataset.py wrote."""
+  folder = tmp_path / "pretrain_tfrecords"
+  folder.mkdir()
+  (folder / "vocab.txt").write_text("[PAD]\n")
+  config = PretrainingConfig(data_dir=str(tmp_path), model_name="m")
+  preflight.find_vocab(config, {"vocab_file": "vocab.txt"}, str(folder))
+  assert config.vocab_file == str(folder / "vocab.txt")
+  assert capsys.readouterr().out == (
+      f"note: no {tmp_path}/vocab.txt; using the dataset's copy "
+      f"{folder}/vocab.txt (recorded in the run's pretrain_config.json)\n")
 
 
 def doc_commands():

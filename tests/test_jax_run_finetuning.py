@@ -112,6 +112,33 @@ def test_a_rerun_goes_on_from_the_first_unfinished_trial(resumed):
     record = json.load(f)
   assert record["run"] == after_first["run"]
   assert record["trials"][0] == after_first["trials"][0]  # not run again
+  # What a trial that runs in one call says first.
+  assert ("trial 2: compiling, then 3 steps; a line every 15 s until it "
+          "ends\n") in log, log
+
+
+def test_the_other_backend_is_refused_before_it_loads(data_dir, resumed):
+  """The record names the backend that ran its trials: TensorFlow on a
+  JAX run's folder is one line at once, not a run of its own."""
+  _, _, out = resumed
+  with open(os.path.join(out, "rte_trials.json")) as f:
+    assert json.load(f)["backend"] == "jax"
+  env = {k: v for k, v in jax_env().items() if k != "KERAS_BACKEND"}
+  done = subprocess.run(
+      [sys.executable, "-X", "importtime", os.path.join(ROOT,
+                                                        "run_finetuning.py"),
+       "--data-dir", data_dir, "--model-name", "pre",
+       "--task-names", "rte", "--output-dir", out],
+      capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+  assert done.returncode == 2
+  lines = done.stderr.strip().splitlines()
+  assert lines[-1] == (
+      f"error: {out}/rte_trials.json records a JAX run's trials, but this "
+      "run is on TensorFlow (KERAS_BACKEND=tensorflow): "
+      "set KERAS_BACKEND=jax to go on with them, or use another --output-dir "
+      "for a new run")
+  imported = [l.split("|")[-1].strip() for l in lines[:-1]]
+  assert "tensorflow" not in imported and "jax" not in imported
 
 
 JAX_STEPS = textwrap.dedent("""

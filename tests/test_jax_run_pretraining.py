@@ -44,6 +44,22 @@ import run_pretraining
 run_pretraining.main(sys.argv[1:])
 """
 
+# run_pretraining.py, Ctrl-C'd (SIGINT) as its last loop ends.
+INTERRUPTING = """
+import os, signal, sys
+sys.path.insert(0, os.getcwd())
+from pretrain import jax_trainer
+advance = jax_trainer.JaxTrainer.advance
+def interrupted(self, steps, total_steps):
+  out = advance(self, steps, total_steps)
+  if self.step >= total_steps:
+    os.kill(os.getpid(), signal.SIGINT)
+  return out
+jax_trainer.JaxTrainer.advance = interrupted
+import run_pretraining
+run_pretraining.main(sys.argv[1:])
+"""
+
 
 def env(**extra):
   out = dict(os.environ, PYTHONPATH=ROOT, KERAS_BACKEND="jax",
@@ -82,6 +98,8 @@ def reference(data_dir):
 def test_a_run_trains_saves_and_evaluates(reference):
   model_dir, log = reference
   assert "1 device(s)" in log and f"from step 0 to {STEPS}" in log
+  assert ("compiling the training step (first call); a line every 15 s "
+          "until it runs\n") in log
   losses = [float(m) for m in re.findall(r"\| loss ([0-9.]+)", log)]
   assert len(losses) == STEPS // 10 and losses[-1] < losses[0]
   index = json.load(open(os.path.join(model_dir, "checkpoint.json")))
@@ -131,6 +149,25 @@ def test_a_finished_run_is_not_trained_again(data_dir, reference):
   again = run(data_dir, "whole")
   assert again.returncode == 0, again.stderr[-2000:]
   assert f"already trained: step {STEPS}" in again.stdout
+
+
+def test_a_run_stopped_in_its_last_loop_leaves_its_weights(data_dir):
+  """Ctrl-C in the last loop saves the final step and writes the weights
+  fine-tuning reads; a rerun that finds it already trained writes them
+  where they are missing (as a stop before this fix left it)."""
+  from interop import npz_weights  # pylint: disable=g-import-not-at-top
+  model_dir = os.path.join(data_dir, "models", "stopped")
+  done = run(data_dir, "stopped", "--num-train-steps", "10",
+             script=INTERRUPTING)
+  assert done.returncode == 130, done.stderr[-3000:]
+  assert "weights for fine-tuning (step 10)" in done.stdout
+  assert npz_weights.read_manifest(model_dir)["step"] == 10
+  os.remove(os.path.join(model_dir, npz_weights.MANIFEST))
+  again = run(data_dir, "stopped", "--num-train-steps", "10")
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "already trained: step 10" in again.stdout
+  assert "weights for fine-tuning (step 10)" in again.stdout
+  assert npz_weights.read_manifest(model_dir)["step"] == 10
 
 
 def test_changed_hparams_are_refused_as_on_tensorflow(data_dir, reference):

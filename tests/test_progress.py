@@ -66,6 +66,17 @@ def test_quick_jobs_print_their_last_line_only_and_slow_ones_keep_talking(
   clock.now += 0.5
   p.finish(done=2)
   assert lines_of(out) == ["export 2/2 steps (100%) | 4.0 steps/s | took 0m00s"]
+  # Steps of unequal work (export: a 48 s load, then a write): no rate,
+  # no ETA, the time taken.
+  out = io.StringIO()
+  p = progress.Progress("export", 2, "steps", out, timed=False)
+  clock.now += 48.0
+  p.report(1, "loaded the model")
+  clock.now += 0.2
+  p.finish("wrote hf export OUT", done=2)
+  assert lines_of(out) == [
+      "export 1/2 steps (50%) | loaded the model | elapsed 0m48s",
+      "export 2/2 steps (100%) | wrote hf export OUT | took 0m48s"]
 
   # A job whose first tenth takes long still says something every 30 s.
   out = io.StringIO()

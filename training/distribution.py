@@ -39,8 +39,9 @@ def get_strategy(config):
   raise UserError(f"unknown strategy '{name}'")
 
 
-GPU_HINT = ("a GPU build of TensorFlow is `pip install 'tensorflow[and-cuda]'`"
-            " (docs/distributed.md)")
+# The one GPU install instruction (setup.py's gpu extra; docs/distributed.md).
+GPU_HINT = ("install TensorFlow's GPU build with `.venv/bin/pip install "
+            "\".[gpu]\"` (docs/distributed.md)")
 
 
 def mirrored_devices(config):

@@ -34,9 +34,12 @@ def format_seconds(seconds):
 class Progress:
   """`what done/total unit (pct) | notes | rate unit/s | elapsed, ETA`."""
 
-  def __init__(self, what, total, unit="", stream=None):
+  def __init__(self, what, total, unit="", stream=None, timed=True):
+    """timed=False: a job of unequal steps (export: loading, then
+    writing), whose rate and ETA would mislead: elapsed time only."""
     self.what, self.total, self.unit = what, max(int(total), 0), unit
     self.stream = stream
+    self.timed = timed
     self.start = self.last = time.perf_counter()
     self.done = 0
     self._part = 0
@@ -70,10 +73,13 @@ class Progress:
     parts += [n for n in notes if n]
     elapsed = time.perf_counter() - self.start
     rate = self.rate(done)
-    parts.append(f"{rate:,.1f} {self.unit or 'items'}/s" if rate >= 1 else
-                 f"{1 / max(rate, 1e-9):,.1f} s per {_one(self.unit)}")
+    if self.timed:
+      parts.append(f"{rate:,.1f} {self.unit or 'items'}/s" if rate >= 1 else
+                   f"{1 / max(rate, 1e-9):,.1f} s per {_one(self.unit)}")
     if final:
       parts.append(f"took {format_seconds(elapsed)}")
+    elif not self.timed:
+      parts.append(f"elapsed {format_seconds(elapsed)}")
     else:
       eta = self.eta(done)
       parts.append(f"elapsed {format_seconds(elapsed)}, ETA " +

@@ -146,6 +146,45 @@ def check_numbers(config, source=""):
                       f"{shown}")
 
 
+def original_switches(overrides, table):
+  """`overrides` with another release's switches ({name: on -> {field:
+  value}}, applied in the table's order) replaced by the fields they set;
+  fields given directly win. A config's original_spellings uses it."""
+  mapped = {}
+  for name, to_fields in table.items():
+    if name in overrides:
+      mapped.update(to_fields(coerce(name, bool, overrides[name])))
+  rest = {k: v for k, v in overrides.items() if k not in table}
+  return dict(mapped, **rest)
+
+
+def check_tpu_name(config):
+  """strategy tpu (the original's use_tpu) names its TPU: --tpu-name, or
+  TPU_NAME in the environment (a TPU VM's "local"); said before
+  TensorFlow loads, not as "cannot reach TPU ''" a minute later. (Under
+  KERAS_BACKEND=jax the JAX path refuses strategy tpu itself.)"""
+  if (config.strategy == "tpu" and not config.tpu_name and
+      not os.environ.get("TPU_NAME") and
+      os.environ.get("KERAS_BACKEND") != "jax"):
+    raise UserError("strategy tpu (use_tpu) needs --tpu-name: the Cloud "
+                    "TPU's name, or local on a TPU VM")
+
+
+def _unknown_key(key, known, cls):
+  """The "did you mean" of an unknown hparam, as parse_args gives one for
+  a flag (a flag's spelling, --learning-rate or learning-rate, is matched
+  too)."""
+  name = str(key)
+  plain = name.lstrip("-").replace("-", "_")
+  if plain in known:
+    return f"did you mean '{plain}'?"
+  close = difflib.get_close_matches(plain, list(known), n=1)
+  if close:
+    return f"did you mean '{close[0]}'?"
+  return (f"known: see {cls.__name__} in the script's config module, or "
+          "--help")
+
+
 def apply_overrides(config, overrides, source="hparams"):
   """Returns a copy of `config` with `overrides` (a dict) applied."""
   if not isinstance(overrides, dict):
@@ -156,10 +195,7 @@ def apply_overrides(config, overrides, source="hparams"):
   types_ = _field_types(type(config))
   unknown = [k for k in overrides if k not in types_]
   if unknown:
-    close = difflib.get_close_matches(str(unknown[0]), list(types_), n=1)
-    hint = (f"did you mean '{close[0]}'?" if close else
-            f"known: see {type(config).__name__} in the script's config "
-            "module")
+    hint = _unknown_key(unknown[0], types_, type(config))
     raise UserError(f"unknown hparam '{unknown[0]}' in {source}; {hint}")
   values = {k: coerce(k, types_[k], v) for k, v in overrides.items()}
   return dataclasses.replace(config, **values)
