@@ -85,7 +85,7 @@ def check(args):
   if not storage.exists(args.vocab_file) or storage.isdir(args.vocab_file):
     raise UserError(f"--vocab-file {args.vocab_file} is not a file")
   if args.finetune_hparams:
-    load_hparams(args.finetune_hparams)
+    load_hparams(args.finetune_hparams, "--finetune-hparams")
   tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
   if not tasks:
     raise UserError("--tasks names no task")
@@ -137,7 +137,8 @@ def export_tasks(args):
   from finetune import arrays as ft_arrays
   from finetune import task_builder
   from util.tokenization import load_tokenizer
-  given = load_hparams(args.finetune_hparams) if args.finetune_hparams else {}
+  given = (load_hparams(args.finetune_hparams, "--finetune-hparams")
+           if args.finetune_hparams else {})
   config = apply_overrides(
       FinetuningConfig(task_names=args.tasks,
                        raw_data_dir=os.path.abspath(args.glue_dir)),
