@@ -8,6 +8,7 @@ import os
 from comparison.config import TAGGING_TASKS
 from finetune import data_layout
 from finetune.config import FinetuningConfig
+from pretrain.config import MAX_POSITIONS
 from pretrain.config import PretrainingConfig
 from slot import ROOT
 from slot.carry import CARRY_LIMIT
@@ -71,6 +72,9 @@ def check(args):
     if getattr(args, name) < low:
       raise UserError(f"--{name.replace('_', '-')} must be >= {low}, got "
                       f"{getattr(args, name)}")
+  if args.max_seq_length > MAX_POSITIONS:  # the slot's presets' positions
+    raise UserError(f"--max-seq-length {args.max_seq_length} exceeds the "
+                    f"models' {MAX_POSITIONS} positions")
   if not math.isfinite(args.max_train_mb) or args.max_train_mb <= 0:
     raise UserError(f"--max-train-mb must be a finite number > 0, got "
                     f"{args.max_train_mb}")

@@ -120,6 +120,10 @@ PREPARE = {  # name -> (flags, the error's pattern); VOCAB, GLUE, TMP filled
                          r"--max-train-mb must be a finite number > 0"),
     "max_seq_length_tiny": (("--data-dir", "TMP", "--max-seq-length", "2"),
                             r"--max-seq-length must be >= 8, got 2"),
+    "max_seq_length_past_positions": (("--data-dir", "TMP",
+                                       "--max-seq-length", "100000000"),
+                                      r"--max-seq-length 100000000 exceeds "
+                                      r"the models' 512 positions"),
     "heldout_negative": (("--data-dir", "TMP", "--max-heldout-examples",
                           "-1"), r"--max-heldout-examples must be >= 0"),
     "model_size_unknown": (("--data-dir", "TMP", "--model-size", "huge"),
