@@ -103,6 +103,10 @@ def coerce(name, tp, value):
   return value
 
 
+# Seeds: what np.random.seed (keras.utils.set_random_seed) and
+# keras.random.SeedGenerator accept on both backends, 0 <= seed < 2**32.
+SEED_RANGE = "[0, 4294967296)"
+
 _RANGE = re.compile(r"^(?:(>=|>) *(\S+)|([\[(]) *(\S+), *(\S+) *([\])]))$")
 
 
