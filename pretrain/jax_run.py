@@ -165,6 +165,7 @@ class JaxRun(run_dir.HoldsLock):
         if (trainer.step % config.save_checkpoints_steps == 0 or timed or
             trainer.step == total or preemption.requested):
           save(trainer, config)
+          self._commit(saved=True)  # changed hparams: recorded now
           last_save = time.time()
         if preemption.requested:
           writer.flush()

@@ -40,7 +40,7 @@ class Trainer(run_dir.HoldsLock):
   def __init__(self, config, open_source=None):
     self.config = config
     self.open_source = open_source
-    self.lock, self._commit_config = None, lambda: None
+    self.lock, self._commit_config = None, lambda saved=False: None
     distribution.configure_threads(config)
     self.strategy = distribution.get_strategy(config)
     self.num_replicas = self.strategy.num_replicas_in_sync
@@ -170,6 +170,7 @@ class Trainer(run_dir.HoldsLock):
   def _save(self, manager, step):
     self._check_weights(manager, step)
     path = manager.save(step)
+    self._commit_config(saved=True)  # changed hparams: recorded now
     if not self.is_chief and not self.config.keep_worker_checkpoints:
       storage.rmtree(self._worker_dir())
     return path
