@@ -77,3 +77,34 @@ def test_a_truncated_checkpoint_is_named(tmp_path):
     f.write(data)
   loaded = npz_checkpoints.load(path, STATE)
   assert np.array_equal(loaded["model"][0], STATE["model"][0])
+
+
+def test_changed_hparams_are_recorded_only_with_a_save(tmp_path):
+  """Issue 65, 12, as the JAX driver finds its run (npz checkpoints): with
+  --accept-hparam-changes, pretrain_config.json stays as it was until a
+  checkpoint trained with the new hparams is saved (commit(saved=True),
+  which JaxRun.train calls after each save; the TF Trainer likewise)."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  import json  # pylint: disable=g-import-not-at-top
+  from pretrain import run_dir  # pylint: disable=g-import-not-at-top
+  from pretrain.config import PretrainingConfig  # pylint: disable=g-import-not-at-top
+  config = PretrainingConfig(data_dir=str(tmp_path), model_name="m")
+  config.resolve()
+  model_dir = tmp_path / "models" / "m"
+  model_dir.mkdir(parents=True)
+  saved = json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True)
+  (model_dir / "pretrain_config.json").write_text(saved)
+  npz_checkpoints.save(str(model_dir), 10, STATE)
+  changed = dataclasses.replace(config, learning_rate=1e6,
+                                accept_hparam_changes=True)
+  lock, commit = run_dir.prepare(changed, True, lock=True, backend="jax")
+  try:
+    commit()  # restored: nothing saved yet (a diverging loss stops here)
+    assert (model_dir / "pretrain_config.json").read_text() == saved
+    assert not (model_dir / "pretrain_config.step-10.json").exists()
+    commit(saved=True)
+    assert json.loads((model_dir / "pretrain_config.json").read_text())[
+        "learning_rate"] == 1e6
+    assert (model_dir / "pretrain_config.step-10.json").read_text() == saved
+  finally:
+    lock.release()
