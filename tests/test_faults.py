@@ -301,10 +301,10 @@ def test_sigkill_in_the_middle_of_a_checkpoint_save(small_data, tmp_path):
 # ------------------------------------------------ a shard corrupted mid-run
 def test_a_shard_corrupted_while_a_run_reads_it(small_data, tmp_path, capsys,
                                                 monkeypatch):
-  """After ckpt-10 a shard is cut in half; the run meets the damage when
-  it opens the shard again (its second epoch): one line naming the
-  shard, the checkpoints it made intact. Repaired, it resumes from the
-  last of them."""
+  """After ckpt-10 a shard is cut in half; the run notices before its
+  next save (issue 65, 1: tf.data's readers may hold the old bytes for
+  epochs): one line naming the shard and the damage, the checkpoints it
+  made intact. Repaired, it resumes from the last of them."""
   data_dir = tmp_path / "data"
   shutil.copytree(small_data, data_dir)
   shard = data_dir / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-2"
@@ -318,7 +318,9 @@ def test_a_shard_corrupted_while_a_run_reads_it(small_data, tmp_path, capsys,
   out, error = _one_error(run_pretraining.main, argv, capsys)
   assert re.fullmatch(rf"error: corrupt or truncated TFRecord: {shard} "
                       r"\(truncated record at byte \d+, after \d+ good "
-                      r"records\)", error), error
+                      r"records\), changed while the run read it; stopping "
+                      r"without saving, the last good checkpoint is "
+                      rf"{model_dir}/ckpt-10", error), error
   saved = [int(s) for s in re.findall(r"^saved .*ckpt-(\d+)$", out, re.M)]
   last = max(int(s) for s in re.findall(r"^step (\d+)/", out, re.M))
   assert saved and saved[-1] == last < 200
@@ -330,6 +332,62 @@ def test_a_shard_corrupted_while_a_run_reads_it(small_data, tmp_path, capsys,
   out = capsys.readouterr().out
   assert f"resumed from {model_dir}/ckpt-{last} at step {last}" in out
   assert f"saved {model_dir}/ckpt-200" in out
+
+
+def _damage_in_place(shard):
+  """64 random bytes written into the middle of the shard (issue 65, 1)."""
+  size = os.path.getsize(shard)
+  with open(shard, "r+b") as f:
+    f.seek(size // 2)
+    f.write(np.random.default_rng(0).bytes(64))
+
+
+@pytest.mark.parametrize("how,match", [
+    ("damaged", r"corrupt or truncated TFRecord: {shard} \(corrupted record "
+     r"at byte \d+, after \d+ good records\), changed while the run read "
+     r"it"),
+    ("deleted", r"TFRecord shard {shard} was deleted while the run read it"),
+])
+def test_a_shard_damaged_or_deleted_in_place_mid_run(small_data, tmp_path,
+                                                     capsys, monkeypatch, how,
+                                                     match):
+  """Issue 65, 1: damage written into a shard the readers hold (or the
+  shard deleted) after ckpt-10 stops the run before its next save, in one
+  line naming it; every checkpoint file as it was."""
+  data_dir = tmp_path / "data"
+  shutil.copytree(small_data, data_dir)
+  shard = data_dir / "pretrain_tfrecords" / "pretrain_data.tfrecord-1-of-2"
+  model_dir = tmp_path / "run"
+  at_fault = {}
+
+  def fault():
+    at_fault.update(snapshot(model_dir))
+    _damage_in_place(shard) if how == "damaged" else os.remove(shard)
+  _after_save(monkeypatch, 10, fault)
+  _, error = _one_error(run_pretraining.main, _pt(
+      str(data_dir), model_dir, num_train_steps=200), capsys)
+  assert re.fullmatch("error: " + match.format(shard=re.escape(str(shard))) +
+                      rf"; stopping without saving, the last good checkpoint"
+                      rf" is {model_dir}/ckpt-10", error), error
+  _kept(at_fault, snapshot(model_dir), EVENTS)
+  assert checkpointing.latest_checkpoint(str(model_dir)).endswith("ckpt-10")
+
+
+def test_eval_over_a_corrupt_shard_is_one_line(small_data, tmp_path, capsys):
+  """Issue 65, 2: a dataset without held-out shards evaluates on its
+  training shards; a damaged one is named, not a DataLossError."""
+  data_dir = tmp_path / "data"
+  shutil.copytree(small_data, data_dir)
+  shard = data_dir / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-2"
+  _damage_in_place(shard)
+  model_dir = tmp_path / "run"
+  _, error = _one_error(run_pretraining.main, _pt(
+      str(data_dir), model_dir, "--no-do-train", "--do-eval",
+      num_eval_steps=40), capsys)
+  assert re.fullmatch(rf"error: corrupt or truncated TFRecord: {shard} "
+                      r"\(corrupted record at byte \d+, after \d+ good "
+                      r"records\)", error), error
+  assert not os.path.exists(model_dir / "eval_results.json")
 
 
 # ------------------------------------------------------ a diverging loss
