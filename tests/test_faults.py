@@ -390,6 +390,55 @@ def test_eval_over_a_corrupt_shard_is_one_line(small_data, tmp_path, capsys):
   assert not os.path.exists(model_dir / "eval_results.json")
 
 
+def _arrays_config(data_dir, model_dir):
+  from pretrain.config import PretrainingConfig  # pylint: disable=g-import-not-at-top
+  config = PretrainingConfig(data_dir=str(data_dir), model_dir=str(model_dir),
+                             max_seq_length=SEQ)
+  config.resolve()
+  return config
+
+
+def test_jax_arrays_of_a_read_only_data_folder_go_to_the_model_dir(
+    small_data, tmp_path, monkeypatch):
+  """Issue 65, 4: the JAX path's arrays (pretrain/jax_run.py load_arrays)
+  are exported to MODEL_DIR/pretrain_arrays when DATA_DIR cannot be
+  written; the data folder is left byte-identical."""
+  from pretrain import arrays  # pylint: disable=g-import-not-at-top
+  with small_disk(tmp_path / "disk", "4m") as disk:
+    data_dir = disk.path / "data"
+    shutil.copytree(small_data, data_dir)
+    before = snapshot(disk.path)
+    _read_only(disk, monkeypatch)
+    config = _arrays_config(data_dir, tmp_path / "run")
+    folder, fallback = arrays.cache_folder(config)
+    assert (folder, fallback) == (str(tmp_path / "run" / "pretrain_arrays"),
+                                  True)
+    arrays.export(config, folder, max_train_mb=0)
+    assert arrays.cache_folder(config) == (folder, True)  # found again
+    assert arrays.load(folder).num_examples() > 0
+    assert snapshot(disk.path) == before
+  # A writable data folder keeps them beside the TFRecords, for every run.
+  assert arrays.cache_folder(_arrays_config(small_data, tmp_path / "r2")) == (
+      os.path.join(small_data, "pretrain_arrays"), False)
+
+
+def test_jax_export_of_a_damaged_shard_names_it(small_data, tmp_path):
+  """Issue 65, 2 under JAX: its arrays come from the TFRecords at first
+  use; a damaged shard is named with its byte, nothing is written."""
+  from pretrain import arrays  # pylint: disable=g-import-not-at-top
+  from util.errors import UserError  # pylint: disable=g-import-not-at-top
+  data_dir = tmp_path / "data"
+  shutil.copytree(small_data, data_dir)
+  shard = data_dir / "pretrain_tfrecords" / "pretrain_data.tfrecord-1-of-2"
+  _damage_in_place(shard)
+  with pytest.raises(UserError, match=rf"^corrupt or truncated TFRecord: "
+                     rf"{re.escape(str(shard))} \(corrupted record at byte "
+                     r"\d+, after \d+ good records\)$"):
+    arrays.export(_arrays_config(data_dir, tmp_path / "run"),
+                  str(tmp_path / "arrays"), max_train_mb=0)
+  assert not (tmp_path / "arrays").exists()
+
+
 # ------------------------------------------------------ a diverging loss
 @pytest.mark.parametrize("extra,match", [
     # The step after the first huge update is NaN; the loop stops.
