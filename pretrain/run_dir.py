@@ -135,24 +135,27 @@ class RunLock:
   a run refused before it trained puts back what the file said before.
   Remote folders (gs://) are not locked."""
 
-  def __init__(self, model_dir):
+  def __init__(self, model_dir, file=LOCK_FILE, what="training run",
+               instead="use another --model-name", name="model_dir"):
+    """`file` in `model_dir`; `what` holds it, `instead` is the advice
+    and `name` the folder's in a refusal (run_finetuning.py's differ)."""
     self.fd, self._previous = None, None
     if "://" in model_dir:
       return
-    path = os.path.join(model_dir, LOCK_FILE)
+    path = os.path.join(model_dir, file)
     try:
       fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
-      raise UserError(f"cannot write to model_dir {model_dir}: cannot open "
-                      f"{LOCK_FILE}: {e.strerror or e}") from None
+      raise UserError(f"cannot write to {name} {model_dir}: cannot open "
+                      f"{file}: {e.strerror or e}") from None
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
       holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip()
       os.close(fd)
-      raise UserError(f"{model_dir} is in use by another training run "
+      raise UserError(f"{model_dir} is in use by another {what} "
                       f"({holder or 'its holder is unknown'}): wait for it "
-                      "to end, or use another --model-name") from None
+                      f"to end, or {instead}") from None
     except OSError as e:  # a filesystem without locks (some NFS mounts)
       os.close(fd)
       print(f"warning: cannot lock {path} ({e.strerror or e}): a second "

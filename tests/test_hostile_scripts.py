@@ -411,6 +411,29 @@ def test_a_full_disk_while_keeping_a_model_loses_nothing(world, tmp_path,
   assert len(record["trials"]) == 1 and record["kept"]["trial"] == 1
 
 
+def test_a_second_finetuning_of_a_task_in_one_folder_is_refused(
+    world, tmp_path, capsys):
+  """Issue 65, 8: the task's lock in the output folder (TrialRecord's, for
+  both backends), held here by another open file as a running run holds
+  it, refuses a second run in one line, nothing written; released (each
+  run releases it when it ends), the same command runs, and again."""
+  from pretrain import run_dir  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "out"
+  out.mkdir()
+  lock = run_dir.RunLock(str(out), "rte_finetuning.lock")
+  try:
+    refused(run_finetuning.main, _ft(world, tmp_path),
+            rf"^error: {out} is in use by another fine-tuning run of rte "
+            rf"\(pid {os.getpid()} on .*, started .*\): wait for it to end, "
+            r"or use another --output-dir$", capsys, [world, tmp_path])
+    assert os.listdir(out) == ["rte_finetuning.lock"]
+  finally:
+    lock.release()
+  run_finetuning.main(_ft(world, tmp_path))
+  run_finetuning.main(_ft(world, tmp_path))
+  assert "1 of 1 trial(s) done earlier" in capsys.readouterr().out
+
+
 # ---------------------------------------------- a fine-tuned model's use
 @pytest.fixture(scope="module")
 def finetuned(world):
