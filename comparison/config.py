@@ -7,6 +7,7 @@ import os
 from finetune import data_layout
 from finetune.config import FinetuningConfig
 from pretrain import objective_names
+from pretrain.config import MAX_POSITIONS
 from pretrain.config import PretrainingConfig
 from scoring.config import ScoringConfig
 from util import storage
@@ -165,6 +166,16 @@ class ComparisonConfig:
         ("--finetune-hparams", FinetuningConfig, self.finetune_hparams),
         ("--scoring-hparams", ScoringConfig, self.scoring_hparams)):
       check_numbers(apply_overrides(cls(), values, flag), flag)
+    # The model's positions bound the data's length: said before planning
+    # (no preset in configs/ changes them; --pretrain-hparams may).
+    overrides = apply_overrides(PretrainingConfig(), self.pretrain_hparams,
+                                "--pretrain-hparams").model_hparam_overrides
+    positions = overrides.get("max_position_embeddings", MAX_POSITIONS)
+    if isinstance(positions, int) and self.max_seq_length > positions:
+      raise UserError(f"max_seq_length {self.max_seq_length} exceeds the "
+                      f"model's {positions} positions (max_position_"
+                      "embeddings; --pretrain-hparams model_hparam_overrides"
+                      " sets them)")
     self.corpus_dir = self.corpus_dir or os.path.join(ROOT, "sample_data",
                                                       "corpus")
     self.vocab_file = self.vocab_file or os.path.join(ROOT, "sample_data",

@@ -21,6 +21,7 @@ from model.config import get_model_config
 from util import storage
 from util.config import apply_overrides
 from util.config import check_choice
+from util.config import SEED_RANGE
 from util.config import check_numbers
 from util.config import check_data_dir
 from util.config import check_tpu_name
@@ -204,7 +205,7 @@ class FinetuningConfig:
   # Every number's range (util/config.check_numbers; None: any value).
   # max_seq_length: [CLS] a [SEP] b [SEP] with a token of each.
   RANGES = {
-      "num_trials": ">= 1", "seed": None, "train_examples_limit": ">= 0",
+      "num_trials": ">= 1", "seed": SEED_RANGE, "train_examples_limit": ">= 0",
       "eval_examples_limit": ">= 0", "max_seq_length": ">= 5",
       "hidden_dropout_prob": "[0, 1)", "learning_rate": "> 0",
       "layerwise_lr_decay": "(0, 1]", "weight_decay_rate": ">= 0",
@@ -293,6 +294,11 @@ class FinetuningConfig:
 
   def validate(self, pretrain_size=None):
     check_numbers(self)
+    last = self.seed + self.num_trials - 1  # trial k's seed: seed + k - 1
+    if last >= 2 ** 32:
+      raise UserError(f"hparam 'seed' {self.seed} with num_trials "
+                      f"{self.num_trials}: the last trial's seed {last} is "
+                      "past 2**32 - 1, the most a seed can be")
     check_data_dir(self)
     self.resolve(pretrain_size)
     check_numbers(self)

@@ -221,7 +221,7 @@ def run(config):
   import jax
   from finetune.jax_trainer import JaxFinetuner
   finetuner = JaxFinetuner(config, setup.model_config, task, setup.data)
-  record.start()
+  record.start()  # the task's lock, held until the process ends
   trials = record.done_trials()
   done = len(trials)
   encoder = (encoder_weights(setup.pretrained, config)

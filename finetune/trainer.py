@@ -284,7 +284,14 @@ class FinetuningRunner:
     if config.distill and config.do_train:
       self.teachers.outputs()  # a bad teacher: said before any work
     self._reused_heads()  # a head that cannot be reused: said now
-    self.record.start()
+    try:
+      self.record.start()  # takes the tasks' locks in the output folder
+      return self._run_trials()
+    finally:
+      self.record.release()
+
+  def _run_trials(self):
+    config = self.config
     trials = self.record.done_trials()
     done = len(trials)
     for trial in range(len(trials) + 1, config.num_trials + 1):

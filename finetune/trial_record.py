@@ -4,6 +4,7 @@ first unfinished trial, and the kept model is known to be this run's."""
 
 import json
 import math
+import os
 import uuid
 
 import keras
@@ -14,6 +15,7 @@ from finetune.summary import format_table
 from finetune.summary import versus_baselines
 from interop.weights import encoder_slots
 from loading import finetuned as finetuned_files
+from pretrain import run_dir
 from util import outputs
 from util import storage
 from util.errors import UserError
@@ -39,7 +41,34 @@ class TrialRecord:
     self._saved = dict(pretrain_config=pretrain_config,
                        model_config=model_config, vocab_file=vocab_file)
     self.path = paths.record_path()
+    self.locks = []  # held from start() to release()
+    for lock in self._take_locks():  # another run in progress: said now
+      lock.release()
     self.data = self._resumed()  # None until start() for a new run
+
+  def _take_locks(self, create=False):
+    """OUTPUT_DIR/<task>_finetuning.lock of each task (an flock, as
+    pretraining's training.lock): a second run of a task in one output
+    folder is refused, runs of other tasks may share it. Without
+    `create`, only the lock files already there are tried."""
+    folder, taken = self.config.output_dir, []
+    try:
+      for name in sorted(t.name for t in self.tasks):
+        file = f"{name}_finetuning.lock"
+        if create or storage.exists(os.path.join(folder, file)):
+          taken.append(run_dir.RunLock(
+              folder, file, what=f"fine-tuning run of {name}",
+              instead="use another --output-dir", name="output_dir"))
+    except BaseException:
+      for lock in taken:
+        lock.release()
+      raise
+    return taken
+
+  def release(self):
+    for lock in self.locks:
+      lock.release()
+    self.locks = []
 
   @property
   def resumed(self):
@@ -78,6 +107,12 @@ class TrialRecord:
     model on disk is not the one recorded, as after a kill between the
     two writes, from that trial on) or new. Written at once, so that the
     files this run writes are known to be its own."""
+    storage.makedirs(self.config.output_dir)
+    self.locks = self._take_locks(create=True)  # released by release()
+    for lock in self.locks:
+      lock.keep_signature()
+    if self.data is not None:  # as it is now that no other run writes it
+      self.data = self._resumed()
     config, record = self.config, self.data
     if record is None:
       record = {"run": uuid.uuid4().hex, "config": config.run_hparams(),

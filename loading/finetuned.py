@@ -27,6 +27,7 @@ writes files only.
 import dataclasses
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -142,6 +143,22 @@ def load(path):
                    model_config, tasks, vocab, info)
 
 
+def save_tensors(tensors, path):
+  """safetensors' save_file, its failures as the OSError they are (its
+  SafetensorError says "... No space left on device (os error 28)"), so
+  that outputs.write_dir says them in one line."""
+  try:
+    safetensors_np.save_file(tensors, path)
+  except Exception as e:  # pylint: disable=broad-except
+    if isinstance(e, OSError):
+      raise
+    code = re.search(r"\(os error (\d+)\)", str(e))
+    if code:
+      raise OSError(int(code.group(1)), os.strerror(int(code.group(1))),
+                    path) from None
+    raise OSError(str(e)[:200]) from None
+
+
 def save(path, *, finetuning_config, pretrain_config, model_config, tasks,
          encoder, heads, vocab_file, info, overwrite=False):
   """Writes a fine-tuned model to folder `path`, whole or not at all.
@@ -166,7 +183,7 @@ def save(path, *, finetuning_config, pretrain_config, model_config, tasks,
       vocab_file=vocab_name, **info)
 
   def write(folder):
-    safetensors_np.save_file(tensors, os.path.join(folder, WEIGHTS_FILE))
+    save_tensors(tensors, os.path.join(folder, WEIGHTS_FILE))
     with storage.open_file(vocab_file, "rb") as src, open(
         os.path.join(folder, vocab_name), "wb") as dst:
       shutil.copyfileobj(src, dst)

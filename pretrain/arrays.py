@@ -167,6 +167,23 @@ def load(path):
   return Arrays(meta, splits, path)
 
 
+def cache_folder(config):
+  """Where the JAX path keeps the dataset's arrays: DATA_DIR/pretrain_arrays
+  (beside the TFRecords, shared by every run), else, while none is there
+  and DATA_DIR cannot be written (a read-only data folder),
+  MODEL_DIR/pretrain_arrays. Returns (folder, whether it is the fallback)."""
+  data_dir = config.data_dir or os.path.dirname(config.model_dir)
+  shared = os.path.join(data_dir, "pretrain_arrays")
+  own = os.path.join(config.model_dir, "pretrain_arrays")
+  if storage.exists(os.path.join(shared, META)) or "://" in shared:
+    return shared, False
+  if storage.exists(os.path.join(own, META)):
+    return own, True
+  writable = os.access(shared if os.path.isdir(shared) else data_dir,
+                       os.W_OK | os.X_OK)
+  return (shared, False) if writable else (own, True)
+
+
 def _read_split(files, seq_length, vocab_size):
   """Every example of `files` (TFRecords), packed, in file order."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -182,8 +199,8 @@ def _read_split(files, seq_length, vocab_size):
       for c in COLUMNS:
         columns[c].append(packed[c])
   except tf.errors.OpError as e:
-    raise UserError(f"cannot read the TFRecords: "
-                    f"{data.damage(e.message)}") from None
+    raise (data.read_error(e, files) or UserError(
+        f"cannot read the TFRecords: {data.damage(e.message)}")) from None
   if not columns["input_ids"]:
     return {c: np.zeros((0, seq_length) if c == "input_ids" else (0,),
                         np.uint16) for c in COLUMNS}

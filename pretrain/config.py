@@ -14,6 +14,7 @@ from model.config import TransformerConfig
 from model.config import get_model_config
 from pretrain import load_objectives
 from util.config import check_choice
+from util.config import SEED_RANGE
 from util.config import check_numbers
 from util.config import original_switches
 from util.config import parse_config
@@ -168,7 +169,7 @@ class PretrainingConfig:
 
   # Every number's range (util/config.check_numbers; None: any value).
   RANGES = {
-      "seed": None, "gen_weight": ">= 0", "disc_weight": ">= 0",
+      "seed": SEED_RANGE, "gen_weight": ">= 0", "disc_weight": ">= 0",
       "mask_prob": "(0, 1)", "mask_replace_prob": "[0, 1]",
       "max_predictions_per_seq": ">= 1", "temperature": "> 0",
       "two_stage_generator_steps": ">= 0", "embedding_size": ">= 1",

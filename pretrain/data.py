@@ -250,6 +250,68 @@ def scan_shards(files):
   return bad
 
 
+def _state(path):
+  """What tells a shard changed: its inode, size and mtime; None if gone."""
+  try:
+    found = os.stat(path)
+  except FileNotFoundError:
+    return None
+  return found.st_ino, found.st_size, found.st_mtime_ns
+
+
+class ShardWatch:
+  """The shards a run reads, as they were when it started. tf.data's
+  readers may hold a shard's old bytes for epochs, so damage (or a
+  deletion) met only when a reader opens it again may come late or
+  never: `changed()` looks at every shard (a stat each, local files)."""
+
+  def __init__(self, files):
+    self.files = [f for f in files if "://" not in f]
+    self.states = {f: _state(f) for f in self.files}
+
+  def changed(self):
+    """One line for the first shard deleted, damaged or resized since the
+    start; None when all are as they were (or only touched)."""
+    for path in self.files:
+      now, then = _state(path), self.states[path]
+      if now == then:
+        continue
+      if now is None:
+        return f"TFRecord shard {path} was deleted while the run read it"
+      bad = scan_shards([path])
+      if bad:
+        _, n, error = bad[0]
+        return (f"corrupt or truncated TFRecord: {path} ({error}, after "
+                f"{n} good record{'s' * (n != 1)}), changed while the run "
+                "read it")
+      if then is not None and now[1] != then[1]:
+        return (f"TFRecord shard {path} changed while the run read it "
+                f"({then[1]} bytes, now {now[1]}): put the original back, "
+                "or train the new data in a new run (another --model-name)")
+      self.states[path] = now  # rewritten whole, as it was (or touched)
+    return None
+
+  def accept(self):
+    """The shards as they are now become the ones to compare with."""
+    self.states = {f: _state(f) for f in self.files}
+
+
+def read_error(error, files, watch=None):
+  """A UserError for a tf.data read error over `files` (DataLossError: a
+  damaged record; NotFoundError: a deleted shard), else None."""
+  if isinstance(error, tf.errors.DataLossError):
+    bad = find_corrupt_shards(files)
+    return UserError("corrupt or truncated TFRecord: " +
+                     ("; ".join(bad) if bad else damage(error.message)))
+  if isinstance(error, tf.errors.NotFoundError):
+    gone = [f for f in files if "://" not in f and not os.path.exists(f)]
+    if gone:
+      return UserError(f"TFRecord shard {gone[0]} was deleted while the run "
+                       "read it")
+    return UserError(f"cannot read the TFRecords: {damage(error.message)}")
+  return None
+
+
 def _count_readable(path, start):
   """The records before the damage: the failed batch's one at a time."""
   count = start

@@ -65,9 +65,12 @@ def devices(config):
 
 
 def load_arrays(config):
-  """DATA_DIR/pretrain_arrays, exported from the TFRecords if missing."""
-  folder = os.path.join(config.data_dir or os.path.dirname(
-      config.model_dir), "pretrain_arrays")
+  """DATA_DIR/pretrain_arrays (MODEL_DIR's when DATA_DIR is read-only:
+  arrays.cache_folder), exported from the TFRecords if missing."""
+  folder, fallback = arrays_lib.cache_folder(config)
+  if fallback:
+    print("note: the data folder cannot be written: the arrays the JAX "
+          f"path reads are kept in {folder}", flush=True)
   if not storage.exists(os.path.join(folder, arrays_lib.META)):
     try:
       import_tensorflow()
@@ -192,6 +195,7 @@ class JaxRun(run_dir.HoldsLock):
         if (trainer.step % config.save_checkpoints_steps == 0 or timed or
             trainer.step == total or preemption.requested):
           save(trainer, config)
+          self._commit(saved=True)  # changed hparams: recorded now
           last_save = time.time()
         if preemption.requested:
           writer.flush()

@@ -60,7 +60,10 @@ def prepare(config, is_chief, lock=False, backend="tensorflow"):
   Returns (the RunLock taken first with `lock`, else None; commit()):
   commit() records the config (and keeps the previous one when hparams
   changed). The caller commits once the checkpoint is restored, so a run
-  refused on the way leaves every file as it was."""
+  refused on the way leaves every file as it was, and again with
+  saved=True after each checkpoint save: a trained run's changed hparams
+  are recorded only once a checkpoint trained with them is saved, so a
+  run that stops before (a diverging loss) leaves the config as it was."""
   path = os.path.join(config.model_dir, CONFIG_FILE)
   check_output_dir(config.model_dir, "model_dir")
   latest = _latest_finder(backend)
@@ -72,15 +75,17 @@ def prepare(config, is_chief, lock=False, backend="tensorflow"):
         f"cannot write to model_dir {config.model_dir}: {e}") from None
   held = RunLock(config.model_dir) if lock else None
   try:
-    writes = _prepare(config, is_chief, path, latest)
+    writes, on_save = _prepare(config, is_chief, path, latest)
   except BaseException:
     if held:
       held.release()
     raise
 
-  def commit():
+  def commit(saved=False):
     if held:
       held.keep_signature()
+    if on_save and not saved:
+      return
     try:
       while writes:
         writes.pop(0)()
@@ -91,12 +96,13 @@ def prepare(config, is_chief, lock=False, backend="tensorflow"):
 
 
 def _prepare(config, is_chief, path, find_latest):
-  """The checks; returns the writes that commit() does."""
+  """The checks; returns (the writes that commit() does, whether they
+  wait for a checkpoint save: a trained run's changed config)."""
   try:
     latest = find_latest(config.model_dir)  # a broken index: refused
   except _io_errors() as e:
     raise UserError(f"cannot read model_dir {config.model_dir}: {e}") from None
-  writes = []
+  writes, keep = [], None
   if storage.exists(path):
     text, old = read_saved_config(path)
     check_architecture(config, old)
@@ -118,7 +124,7 @@ def _prepare(config, is_chief, path, find_latest):
     writes.append(lambda: storage.write_text_atomic(
         path, json.dumps(dataclasses.asdict(config), indent=2,
                          sort_keys=True)))
-  return writes
+  return writes, keep is not None
 
 
 class RunLock:
@@ -129,24 +135,27 @@ class RunLock:
   a run refused before it trained puts back what the file said before.
   Remote folders (gs://) are not locked."""
 
-  def __init__(self, model_dir):
+  def __init__(self, model_dir, file=LOCK_FILE, what="training run",
+               instead="use another --model-name", name="model_dir"):
+    """`file` in `model_dir`; `what` holds it, `instead` is the advice
+    and `name` the folder's in a refusal (run_finetuning.py's differ)."""
     self.fd, self._previous = None, None
     if "://" in model_dir:
       return
-    path = os.path.join(model_dir, LOCK_FILE)
+    path = os.path.join(model_dir, file)
     try:
       fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
-      raise UserError(f"cannot write to model_dir {model_dir}: cannot open "
-                      f"{LOCK_FILE}: {e.strerror or e}") from None
+      raise UserError(f"cannot write to {name} {model_dir}: cannot open "
+                      f"{file}: {e.strerror or e}") from None
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
       holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip()
       os.close(fd)
-      raise UserError(f"{model_dir} is in use by another training run "
+      raise UserError(f"{model_dir} is in use by another {what} "
                       f"({holder or 'its holder is unknown'}): wait for it "
-                      "to end, or use another --model-name") from None
+                      f"to end, or {instead}") from None
     except OSError as e:  # a filesystem without locks (some NFS mounts)
       os.close(fd)
       print(f"warning: cannot lock {path} ({e.strerror or e}): a second "

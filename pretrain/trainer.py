@@ -40,7 +40,7 @@ class Trainer(run_dir.HoldsLock):
   def __init__(self, config, open_source=None):
     self.config = config
     self.open_source = open_source
-    self.lock, self._commit_config = None, lambda: None
+    self.lock, self._commit_config = None, lambda saved=False: None
     distribution.configure_threads(config)
     self.strategy = distribution.get_strategy(config)
     self.num_replicas = self.strategy.num_replicas_in_sync
@@ -170,6 +170,7 @@ class Trainer(run_dir.HoldsLock):
   def _save(self, manager, step):
     self._check_weights(manager, step)
     path = manager.save(step)
+    self._commit_config(saved=True)  # changed hparams: recorded now
     if not self.is_chief and not self.config.keep_worker_checkpoints:
       storage.rmtree(self._worker_dir())
     return path
@@ -264,6 +265,7 @@ class Trainer(run_dir.HoldsLock):
           "appendix E convention)", flush=True)
     log_every = config.log_every_steps or config.iterations_per_loop
     progress = StepLog(config, step)
+    shards = data.ShardWatch(self.meta["files"])
     last_save = time.time()
     with PreemptionGuard() as preemption:
       while step < config.num_train_steps:
@@ -278,6 +280,7 @@ class Trainer(run_dir.HoldsLock):
         logs = self._run_loop(train_loop, iterator, n)
         elapsed = time.time() - loop_start
         step += n
+        self._check_shards(shards, manager)
         self._check_finite(logs, step, n, manager)
         lr = float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
         progress.log(step, n, elapsed, logs, lr, writer)
@@ -308,10 +311,8 @@ class Trainer(run_dir.HoldsLock):
     try:
       logs = train_loop(iterator, tf.constant(n, tf.int32))
       return {k: float(v) for k, v in logs.items()}
-    except tf.errors.DataLossError as e:
-      bad = data.find_corrupt_shards(self.meta["files"])
-      raise UserError("corrupt or truncated TFRecord: " +
-                      ("; ".join(bad) if bad else e.message)) from None
+    except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
+      raise data.read_error(e, self.meta["files"]) from None
     except tf.errors.InvalidArgumentError as e:
       if "Feature" in e.message or "Key:" in e.message:
         raise UserError(f"TFRecords do not match the expected features "
@@ -319,6 +320,17 @@ class Trainer(run_dir.HoldsLock):
                         f"{config.max_seq_length}: "
                         f"{e.message.splitlines()[0][:200]}") from None
       raise
+
+  def _check_shards(self, shards, manager):
+    """A shard deleted or damaged while the run reads it stops the run
+    before its next save (skip_corrupt_records: a warning)."""
+    changed = shards.changed()
+    if changed and self.config.skip_corrupt_records:
+      print(f"warning: {changed}", flush=True)
+      shards.accept()
+    elif changed:
+      raise UserError(f"{changed}; stopping without saving, "
+                      f"{self._last_good(manager)}")
 
   def _check_finite(self, logs, step, n, manager):
     """Non-finite steps stop the run before anything is saved, unless they
@@ -387,7 +399,10 @@ class Trainer(run_dir.HoldsLock):
     arrays = {k: [] for k in keys}
     lines = ProgressLines("eval", config.num_eval_steps, "batches", sys.stdout)
     for done in range(1, config.num_eval_steps + 1):
-      out = self.strategy.run(eval_step, args=(next(iterator),))
+      try:
+        out = self.strategy.run(eval_step, args=(next(iterator),))
+      except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
+        raise data.read_error(e, self.meta["eval_files"]) from None
       for k in keys:
         for value in self.strategy.experimental_local_results(out[k]):
           value = np.asarray(value)

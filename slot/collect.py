@@ -27,6 +27,9 @@ def parse_args(argv, description=None):
                  "later folder's trial replacing an earlier one's of the same "
                  "model, task and seed")
   p.add_argument("--output-dir", required=True)
+  p.add_argument("--overwrite", action="store_true",
+                 help="replace --output-dir's results though they came "
+                 "from records not among FILES_AT")
   p.add_argument("--finetune-data", default="",
                  help="default: FILES_AT's finetune.json when it has one, "
                  "else .slot_data/finetune")
@@ -46,6 +49,7 @@ def collect(args):
   records that score them again; prints the table, returns 0."""
   folders = [f for at in args.files_at for f in records.folders_of(at)]
   records.check_distinct(folders)
+  records.check_output(args.output_dir, folders, args.overwrite)
   meta_path = _meta_path(args)
   meta = text_files.read_json(meta_path)
   with tempfile.TemporaryDirectory() as tagging_dir:
@@ -65,6 +69,7 @@ def collect(args):
       if storage.exists(os.path.join(folder, name)):
         copies[os.path.join(out, records.RECORDS_DIR, str(k), name)] = (
             storage.read_bytes(os.path.join(folder, name)))
+  records.remove_stale(out, len(folders))  # --overwrite: none of the old
   for path, data in copies.items():
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as f:

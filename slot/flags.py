@@ -8,6 +8,7 @@ from util.config import ArgumentParser
 from util.config import load_hparams
 from util.config import parse_args as parse_known
 from util.errors import UserError
+from util.outputs import check_output_dir
 
 # Flags that count something: at least 1 (0 would plan nothing, or divide).
 COUNTS = ("batch", "chunk", "measure_calls", "checkpoints", "eval_steps",
@@ -93,6 +94,7 @@ def parse_args(argv, description=None):
 def check(args):
   """Everything a flag can get wrong, before JAX and the measurements
   start (a slot's minutes are few)."""
+  check_output_dir(args.out, "--out")  # a file, or read-only: said now
   for name in COUNTS:
     if getattr(args, name) < 1:
       raise UserError(f"--{name.replace('_', '-')} must be >= 1, got "

@@ -8,6 +8,7 @@ import os
 from comparison.config import TAGGING_TASKS
 from finetune import data_layout
 from finetune.config import FinetuningConfig
+from pretrain.config import MAX_POSITIONS
 from pretrain.config import PretrainingConfig
 from slot import ROOT
 from slot.carry import CARRY_LIMIT
@@ -71,6 +72,9 @@ def check(args):
     if getattr(args, name) < low:
       raise UserError(f"--{name.replace('_', '-')} must be >= {low}, got "
                       f"{getattr(args, name)}")
+  if args.max_seq_length > MAX_POSITIONS:  # the slot's presets' positions
+    raise UserError(f"--max-seq-length {args.max_seq_length} exceeds the "
+                    f"models' {MAX_POSITIONS} positions")
   if not math.isfinite(args.max_train_mb) or args.max_train_mb <= 0:
     raise UserError(f"--max-train-mb must be a finite number > 0, got "
                     f"{args.max_train_mb}")
@@ -85,7 +89,7 @@ def check(args):
   if not storage.exists(args.vocab_file) or storage.isdir(args.vocab_file):
     raise UserError(f"--vocab-file {args.vocab_file} is not a file")
   if args.finetune_hparams:
-    load_hparams(args.finetune_hparams)
+    load_hparams(args.finetune_hparams, "--finetune-hparams")
   tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
   if not tasks:
     raise UserError("--tasks names no task")
@@ -137,7 +141,8 @@ def export_tasks(args):
   from finetune import arrays as ft_arrays
   from finetune import task_builder
   from util.tokenization import load_tokenizer
-  given = load_hparams(args.finetune_hparams) if args.finetune_hparams else {}
+  given = (load_hparams(args.finetune_hparams, "--finetune-hparams")
+           if args.finetune_hparams else {})
   config = apply_overrides(
       FinetuningConfig(task_names=args.tasks,
                        raw_data_dir=os.path.abspath(args.glue_dir)),

@@ -9,12 +9,16 @@ import json
 import os
 
 from finetune import arrays as ft_arrays
+from util import outputs
 from util import storage
 from util import text_files
 from util.errors import UserError
 
 FILES = ("slot.json", "slot.log", ft_arrays.OUTPUTS)
 RECORDS_DIR = "records"
+# What collect_gpu_slot.py writes in --output-dir, besides records/.
+WRITTEN = ("results.json", "results.md", "glue_vs_flops.png",
+           "pretrain_curves.png", "finetune.json")
 
 
 def digest(data):
@@ -81,3 +85,40 @@ def check_distinct(folders):
         raise UserError(f"{path} is a copy of {seen[sha]}: a record given "
                         "twice would count its trials twice")
       seen[sha] = path
+
+
+def check_output(out, folders, overwrite=False):
+  """Before any scoring: --output-dir is a folder that can be written,
+  and its results (a comparison collect_gpu_slot.py wrote) are replaced
+  only when every record they came from is among `folders` (scored again,
+  or more records added), or with `overwrite`."""
+  outputs.check_output_dir(out, "--output-dir")
+  if overwrite or not storage.isdir(out):
+    return
+  if storage.isdir(os.path.join(out, RECORDS_DIR)):
+    given = [digests for digests in manifest(folders).values()]
+    for folder in folders_of(out):
+      if manifest([folder])["1"] not in given:
+        raise UserError(
+            f"{out} holds the results of other records ({folder} is not "
+            "among the folders given): give it among them to add to it, "
+            "another --output-dir, or --overwrite to replace it (nothing "
+            "was written)")
+    return
+  taken = [n for n in WRITTEN if storage.exists(os.path.join(out, n))]
+  if taken:
+    raise UserError(f"{os.path.join(out, taken[0])} already exists and no "
+                    f"{RECORDS_DIR}/ says what it came from: pass "
+                    "--overwrite to replace it, or another --output-dir "
+                    "(nothing was written)")
+
+
+def remove_stale(out, count):
+  """Removes out's records/K past the `count` just written (left by the
+  results --overwrite replaces), so none stands beside them unscored."""
+  written = os.path.join(out, RECORDS_DIR)
+  if storage.isdir(written):
+    for k in storage.listdir(written):
+      k = k.rstrip("/")
+      if k.isdigit() and int(k) > count:
+        storage.rmtree(os.path.join(written, k))

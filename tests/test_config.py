@@ -192,6 +192,10 @@ def test_every_number_of_every_config_has_a_range(cls):
     (["--adam-beta1", "1.5"], "hparam 'adam_beta1' must be in [0, 1), got 1.5"),
     (["--clip-norm", "-1"], "hparam 'clip_norm' must be >= 0, got -1"),
     (["--max-seq-length", "0"], "hparam 'max_seq_length' must be >= 8, got 0"),
+    # Issue 65, 6: what np.random.seed and keras' SeedGenerator accept.
+    (["--seed=-5"], "hparam 'seed' must be in [0, 4294967296), got -5"),
+    (["--seed", "99999999999999999999"],
+     "hparam 'seed' must be in [0, 4294967296), got 99999999999999999999"),
     (["--max-seq-length", "1024"],
      "max_seq_length 1024 exceeds the model's 512 positions "
      "(model_hparam_overrides max_position_embeddings)"),
@@ -233,6 +237,13 @@ def test_duplicate_keys_in_an_hparams_file_and_nested(tmp_path):
      "hparam 'max_seq_length' must be >= 5, got 2"),
     ("run_finetuning", ["--adam-beta2", "1"],
      "hparam 'adam_beta2' must be in [0, 1), got 1"),
+    ("run_finetuning", ["--seed=-5"],
+     "hparam 'seed' must be in [0, 4294967296), got -5"),
+    ("run_finetuning", ["--seed", "99999999999999999999"],
+     "hparam 'seed' must be in [0, 4294967296), got 99999999999999999999"),
+    ("run_finetuning", ["--seed", "4294967295", "--num-trials", "2"],
+     "hparam 'seed' 4294967295 with num_trials 2: the last trial's seed "
+     "4294967296 is past 2**32 - 1, the most a seed can be"),
     ("run_scoring", ["--batch-size", "0"],
      "hparam 'batch_size' must be > 0, got 0"),
     ("build_pretraining_dataset", ["--corpus-dir", "c", "--vocab-file", "v",
@@ -254,3 +265,25 @@ def test_every_script_checks_its_numbers_up_front(capsys, tmp_path, script,
           "run_comparison": ["--output-dir", str(tmp_path / "out"),
                              "--tasks", ""]}.get(script, [])
   assert one_line_error(capsys, script, base + argv) == "error: " + line
+
+
+@pytest.mark.parametrize("script", ["run_pretraining", "run_finetuning"])
+def test_a_seed_out_of_range_under_jax_writes_nothing(tmp_path, script):
+  """Issue 65, 6: refused at the flags, before JAX or any file."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  argv = {"run_pretraining": ["--data-dir", str(tmp_path), "--model-name",
+                              "m"],
+          "run_finetuning": ["--raw-data-dir", str(tmp_path), "--output-dir",
+                             str(tmp_path / "out"), "--task-names", "rte"]}
+  done = subprocess.run(
+      [sys.executable, os.path.join(root, f"{script}.py"), *argv[script],
+       "--seed", "99999999999999999999"], capture_output=True, text=True,
+      timeout=120, cwd=root, env=dict(os.environ, KERAS_BACKEND="jax",
+                                      JAX_PLATFORMS="cpu"))
+  assert done.returncode == 2, done.stderr[-2000:]
+  assert done.stderr.strip().splitlines() == [
+      "error: hparam 'seed' must be in [0, 4294967296), got "
+      "99999999999999999999"]
+  assert not os.listdir(tmp_path)

@@ -301,10 +301,10 @@ def test_sigkill_in_the_middle_of_a_checkpoint_save(small_data, tmp_path):
 # ------------------------------------------------ a shard corrupted mid-run
 def test_a_shard_corrupted_while_a_run_reads_it(small_data, tmp_path, capsys,
                                                 monkeypatch):
-  """After ckpt-10 a shard is cut in half; the run meets the damage when
-  it opens the shard again (its second epoch): one line naming the
-  shard, the checkpoints it made intact. Repaired, it resumes from the
-  last of them."""
+  """After ckpt-10 a shard is cut in half; the run notices before its
+  next save (issue 65, 1: tf.data's readers may hold the old bytes for
+  epochs): one line naming the shard and the damage, the checkpoints it
+  made intact. Repaired, it resumes from the last of them."""
   data_dir = tmp_path / "data"
   shutil.copytree(small_data, data_dir)
   shard = data_dir / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-2"
@@ -318,7 +318,9 @@ def test_a_shard_corrupted_while_a_run_reads_it(small_data, tmp_path, capsys,
   out, error = _one_error(run_pretraining.main, argv, capsys)
   assert re.fullmatch(rf"error: corrupt or truncated TFRecord: {shard} "
                       r"\(truncated record at byte \d+, after \d+ good "
-                      r"records\)", error), error
+                      r"records\), changed while the run read it; stopping "
+                      r"without saving, the last good checkpoint is "
+                      rf"{model_dir}/ckpt-10", error), error
   saved = [int(s) for s in re.findall(r"^saved .*ckpt-(\d+)$", out, re.M)]
   last = max(int(s) for s in re.findall(r"^step (\d+)/", out, re.M))
   assert saved and saved[-1] == last < 200
@@ -330,6 +332,111 @@ def test_a_shard_corrupted_while_a_run_reads_it(small_data, tmp_path, capsys,
   out = capsys.readouterr().out
   assert f"resumed from {model_dir}/ckpt-{last} at step {last}" in out
   assert f"saved {model_dir}/ckpt-200" in out
+
+
+def _damage_in_place(shard):
+  """64 random bytes written into the middle of the shard (issue 65, 1)."""
+  size = os.path.getsize(shard)
+  with open(shard, "r+b") as f:
+    f.seek(size // 2)
+    f.write(np.random.default_rng(0).bytes(64))
+
+
+@pytest.mark.parametrize("how,match", [
+    ("damaged", r"corrupt or truncated TFRecord: {shard} \(corrupted record "
+     r"at byte \d+, after \d+ good records\), changed while the run read "
+     r"it"),
+    ("deleted", r"TFRecord shard {shard} was deleted while the run read it"),
+])
+def test_a_shard_damaged_or_deleted_in_place_mid_run(small_data, tmp_path,
+                                                     capsys, monkeypatch, how,
+                                                     match):
+  """Issue 65, 1: damage written into a shard the readers hold (or the
+  shard deleted) after ckpt-10 stops the run before its next save, in one
+  line naming it; every checkpoint file as it was."""
+  data_dir = tmp_path / "data"
+  shutil.copytree(small_data, data_dir)
+  shard = data_dir / "pretrain_tfrecords" / "pretrain_data.tfrecord-1-of-2"
+  model_dir = tmp_path / "run"
+  at_fault = {}
+
+  def fault():
+    at_fault.update(snapshot(model_dir))
+    _damage_in_place(shard) if how == "damaged" else os.remove(shard)
+  _after_save(monkeypatch, 10, fault)
+  _, error = _one_error(run_pretraining.main, _pt(
+      str(data_dir), model_dir, num_train_steps=200), capsys)
+  assert re.fullmatch("error: " + match.format(shard=re.escape(str(shard))) +
+                      rf"; stopping without saving, the last good checkpoint"
+                      rf" is {model_dir}/ckpt-10", error), error
+  _kept(at_fault, snapshot(model_dir), EVENTS)
+  assert checkpointing.latest_checkpoint(str(model_dir)).endswith("ckpt-10")
+
+
+def test_eval_over_a_corrupt_shard_is_one_line(small_data, tmp_path, capsys):
+  """Issue 65, 2: a dataset without held-out shards evaluates on its
+  training shards; a damaged one is named, not a DataLossError."""
+  data_dir = tmp_path / "data"
+  shutil.copytree(small_data, data_dir)
+  shard = data_dir / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-2"
+  _damage_in_place(shard)
+  model_dir = tmp_path / "run"
+  _, error = _one_error(run_pretraining.main, _pt(
+      str(data_dir), model_dir, "--no-do-train", "--do-eval",
+      num_eval_steps=40), capsys)
+  assert re.fullmatch(rf"error: corrupt or truncated TFRecord: {shard} "
+                      r"\(corrupted record at byte \d+, after \d+ good "
+                      r"records\)", error), error
+  assert not os.path.exists(model_dir / "eval_results.json")
+
+
+def _arrays_config(data_dir, model_dir):
+  from pretrain.config import PretrainingConfig  # pylint: disable=g-import-not-at-top
+  config = PretrainingConfig(data_dir=str(data_dir), model_dir=str(model_dir),
+                             max_seq_length=SEQ)
+  config.resolve()
+  return config
+
+
+def test_jax_arrays_of_a_read_only_data_folder_go_to_the_model_dir(
+    small_data, tmp_path, monkeypatch):
+  """Issue 65, 4: the JAX path's arrays (pretrain/jax_run.py load_arrays)
+  are exported to MODEL_DIR/pretrain_arrays when DATA_DIR cannot be
+  written; the data folder is left byte-identical."""
+  from pretrain import arrays  # pylint: disable=g-import-not-at-top
+  with small_disk(tmp_path / "disk", "4m") as disk:
+    data_dir = disk.path / "data"
+    shutil.copytree(small_data, data_dir)
+    before = snapshot(disk.path)
+    _read_only(disk, monkeypatch)
+    config = _arrays_config(data_dir, tmp_path / "run")
+    folder, fallback = arrays.cache_folder(config)
+    assert (folder, fallback) == (str(tmp_path / "run" / "pretrain_arrays"),
+                                  True)
+    arrays.export(config, folder, max_train_mb=0)
+    assert arrays.cache_folder(config) == (folder, True)  # found again
+    assert arrays.load(folder).num_examples() > 0
+    assert snapshot(disk.path) == before
+  # A writable data folder keeps them beside the TFRecords, for every run.
+  assert arrays.cache_folder(_arrays_config(small_data, tmp_path / "r2")) == (
+      os.path.join(small_data, "pretrain_arrays"), False)
+
+
+def test_jax_export_of_a_damaged_shard_names_it(small_data, tmp_path):
+  """Issue 65, 2 under JAX: its arrays come from the TFRecords at first
+  use; a damaged shard is named with its byte, nothing is written."""
+  from pretrain import arrays  # pylint: disable=g-import-not-at-top
+  from util.errors import UserError  # pylint: disable=g-import-not-at-top
+  data_dir = tmp_path / "data"
+  shutil.copytree(small_data, data_dir)
+  shard = data_dir / "pretrain_tfrecords" / "pretrain_data.tfrecord-1-of-2"
+  _damage_in_place(shard)
+  with pytest.raises(UserError, match=rf"^corrupt or truncated TFRecord: "
+                     rf"{re.escape(str(shard))} \(corrupted record at byte "
+                     r"\d+, after \d+ good records\)$"):
+    arrays.export(_arrays_config(data_dir, tmp_path / "run"),
+                  str(tmp_path / "arrays"), max_train_mb=0)
+  assert not (tmp_path / "arrays").exists()
 
 
 # ------------------------------------------------------ a diverging loss
@@ -361,12 +468,16 @@ def test_a_diverging_loss_never_saves_non_finite_weights(
       small_data, model_dir, *extra, "--accept-hparam-changes",
       num_train_steps=40), capsys)
   assert re.search(match, error), error
-  # ckpt-10 and its index as they were; the changed hparams are recorded
-  # (the old config kept beside, as --accept-hparam-changes does).
-  _kept(before, snapshot(model_dir),
-        EVENTS + (r"/checkpoint$", r"pretrain_config\.json$"))
-  _variables_finite(model_dir)
+  # ckpt-10 and its index as they were. The changed hparams are recorded
+  # only with a checkpoint trained with them (issue 65, 12): while none
+  # was saved, pretrain_config.json is as it was too.
+  after = snapshot(model_dir)
   latest = checkpointing.latest_checkpoint(str(model_dir))
+  saved = not latest.endswith("ckpt-10")
+  _kept(before, after, EVENTS + (r"/checkpoint$",) + (
+      (r"pretrain_config\.json$",) if saved else ()))
+  assert saved == any("pretrain_config.step-10" in p for p in after)
+  _variables_finite(model_dir)
   assert re.search(r"last good checkpoint is (\S+)\.", error).group(1) == \
       latest
 

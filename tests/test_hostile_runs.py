@@ -321,6 +321,15 @@ def _cmp(tmp_path, *extra):
 
 
 COMPARISON = {
+    # Issue 65, 11: against the model's 512 positions, before planning.
+    "seq_length_past_positions": (
+        ("--dry-run", "--max-seq-length", "100000000"),
+        r"^error: max_seq_length 100000000 exceeds the model's 512 "
+        r"positions"),
+    "seq_length_past_set_positions": (
+        ("--dry-run", "--max-seq-length", "256", "--pretrain-hparams",
+         '{"model_hparam_overrides": {"max_position_embeddings": 128}}'),
+        r"max_seq_length 256 exceeds the model's 128 positions"),
     "negative_budget": (("--budget-flops=-1e12",),
                         r"hparam 'budget_flops' must be >= 0, got -1e\+12"),
     "nan_budget": (("--budget-flops", "nan"),

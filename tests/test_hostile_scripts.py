@@ -384,6 +384,56 @@ def test_finetuning_outputs_and_an_interrupted_write(world, tmp_path,
       "d/squad_dev_predictions_trial0_null_odds.json"]
 
 
+def test_a_full_disk_while_keeping_a_model_loses_nothing(world, tmp_path,
+                                                         capsys, monkeypatch):
+  """Issue 65, 7: safetensors' own error for a full disk, met keeping
+  trial 2's model, is one line; trial 1's model, the record and every
+  file there at that moment are byte-identical, nothing half-written."""
+  from safetensors import SafetensorError  # pylint: disable=g-import-not-at-top
+  from loading import finetuned  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "out"
+  real_save, calls, at_fault = finetuned.safetensors_np.save_file, [], {}
+
+  def save_file(tensors, path):
+    calls.append(path)
+    if len(calls) == 2:
+      at_fault.update(snapshot(out))
+      raise SafetensorError("Error while serializing: I/O error: No space "
+                            "left on device (os error 28)")
+    return real_save(tensors, path)
+  monkeypatch.setattr(finetuned.safetensors_np, "save_file", save_file)
+  refused(run_finetuning.main, _ft(world, tmp_path, "--num-trials", "2",
+                                   "--keep-model", "last"),
+          rf"^error: cannot write {out}/rte_model: No space left on device$",
+          capsys, [world])
+  assert at_fault and snapshot(out) == at_fault
+  record = json.loads((out / "rte_trials.json").read_text())
+  assert len(record["trials"]) == 1 and record["kept"]["trial"] == 1
+
+
+def test_a_second_finetuning_of_a_task_in_one_folder_is_refused(
+    world, tmp_path, capsys):
+  """Issue 65, 8: the task's lock in the output folder (TrialRecord's, for
+  both backends), held here by another open file as a running run holds
+  it, refuses a second run in one line, nothing written; released (each
+  run releases it when it ends), the same command runs, and again."""
+  from pretrain import run_dir  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "out"
+  out.mkdir()
+  lock = run_dir.RunLock(str(out), "rte_finetuning.lock")
+  try:
+    refused(run_finetuning.main, _ft(world, tmp_path),
+            rf"^error: {out} is in use by another fine-tuning run of rte "
+            rf"\(pid {os.getpid()} on .*, started .*\): wait for it to end, "
+            r"or use another --output-dir$", capsys, [world, tmp_path])
+    assert os.listdir(out) == ["rte_finetuning.lock"]
+  finally:
+    lock.release()
+  run_finetuning.main(_ft(world, tmp_path))
+  run_finetuning.main(_ft(world, tmp_path))
+  assert "1 of 1 trial(s) done earlier" in capsys.readouterr().out
+
+
 # ---------------------------------------------- a fine-tuned model's use
 @pytest.fixture(scope="module")
 def finetuned(world):

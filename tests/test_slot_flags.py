@@ -74,6 +74,16 @@ def test_run_gpu_slot_refuses(run_gpu_slot, tmp_path, capsys, name):
   assert not out.exists()
 
 
+def test_run_gpu_slot_refuses_an_out_that_is_a_file(run_gpu_slot, tmp_path,
+                                                    capsys):
+  """Issue 65, 10: one line, not FileExistsError, before anything runs."""
+  (tmp_path / "out").write_text("mine")
+  refused(run_gpu_slot.main, ["--out", str(tmp_path / "out"), "--data",
+                              str(tmp_path)],
+          r"^error: --out .*/out is a file, not a folder$", capsys,
+          [tmp_path])
+
+
 def test_run_gpu_slot_needs_out(run_gpu_slot, tmp_path, capsys):
   refused(run_gpu_slot.main, ["--data", str(tmp_path)],
           r"--out \(or \$OUT\) is required", capsys, [tmp_path])
@@ -101,14 +111,19 @@ PREPARE = {  # name -> (flags, the error's pattern); VOCAB, GLUE, TMP filled
                                  "VOCAB", "--tasks", "pos", "--tagging-dir",
                                  "TMP"), r"pos needs --tagging-dir .*: no "),
     "finetune_hparams_not_json": (("--glue-dir", "GLUE", "--vocab-file",
-                                   "VOCAB", "--finetune-hparams", "{x"),
-                                  r"--hparams is not valid JSON"),
+                                   "VOCAB", "--finetune-hparams", "{bad"),
+                                  r"^error: --finetune-hparams is not valid "
+                                  r"JSON"),
     "data_dir_missing": (("--data-dir", "/nonexistent/data"),
                          r"--data-dir not found: /nonexistent/data"),
     "max_train_mb_nan": (("--data-dir", "TMP", "--max-train-mb", "nan"),
                          r"--max-train-mb must be a finite number > 0"),
     "max_seq_length_tiny": (("--data-dir", "TMP", "--max-seq-length", "2"),
                             r"--max-seq-length must be >= 8, got 2"),
+    "max_seq_length_past_positions": (("--data-dir", "TMP",
+                                       "--max-seq-length", "100000000"),
+                                      r"--max-seq-length 100000000 exceeds "
+                                      r"the models' 512 positions"),
     "heldout_negative": (("--data-dir", "TMP", "--max-heldout-examples",
                           "-1"), r"--max-heldout-examples must be >= 0"),
     "model_size_unknown": (("--data-dir", "TMP", "--model-size", "huge"),

@@ -151,3 +151,59 @@ def test_collect_refuses(folder, tmp_path, capsys, name, monkeypatch):
   refused(collect_gpu_slot.main, [*inputs, "--output-dir", str(out), *data],
           match, capsys, [tmp_path])
   assert not out.exists()
+
+
+# Issue 65, 9 and 10: the output folder is checked before any scoring.
+def test_collect_keeps_a_comparison_of_other_records(folder, tmp_path,
+                                                     capsys):
+  """Pointed at a comparison whose records/2 is not among the inputs, it
+  replaces nothing (its results, plots and records byte-identical)."""
+  call = _returned(folder, 1)
+  refused(collect_gpu_slot.main, [str(call), "--output-dir", str(folder),
+                                  "--finetune-data", str(FIXTURE), *DATA],
+          r"^error: .*results holds the results of other records \(.*"
+          r"records/2 is not among the folders given\): .*--overwrite to "
+          r"replace it \(nothing was written\)$", capsys, [tmp_path])
+
+
+def test_collect_keeps_results_it_cannot_trace(tmp_path, capsys):
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "results.md").write_text("mine")
+  refused(collect_gpu_slot.main, [FIXTURE, "--output-dir", str(out), *DATA],
+          r"results.md already exists and no records/ says what it came "
+          r"from: pass --overwrite", capsys, [tmp_path])
+
+
+def test_collect_refuses_an_output_dir_that_is_a_file(tmp_path, capsys):
+  (tmp_path / "out").write_text("mine")
+  refused(collect_gpu_slot.main, [FIXTURE, "--output-dir",
+                                  str(tmp_path / "out"), *DATA],
+          r"^error: --output-dir .*/out is a file, not a folder$", capsys,
+          [tmp_path])
+
+
+def test_collect_refuses_a_read_only_output_dir(tmp_path, capsys,
+                                                monkeypatch):
+  """Read-only as the scripts ask (os.access: root writes anywhere)."""
+  out = tmp_path / "out"
+  out.mkdir()
+  real_access = os.access
+  monkeypatch.setattr(os, "access", lambda path, mode: (
+      False if os.path.abspath(path).startswith(str(out)) and mode & os.W_OK
+      else real_access(path, mode)))
+  refused(collect_gpu_slot.main, [FIXTURE, "--output-dir", str(out), *DATA],
+          r"^error: cannot write to --output-dir .*/out: permission denied$",
+          capsys, [tmp_path])
+  assert not os.listdir(out)
+
+
+def test_collect_overwrite_leaves_no_stale_record(folder):
+  """--overwrite replaces the comparison whole: records/2, which the new
+  results do not count, is not left beside them."""
+  call = _returned(folder, 1)
+  assert collect_gpu_slot.main([str(call), "--output-dir", str(folder),
+                                "--finetune-data", str(FIXTURE), *DATA,
+                                "--overwrite"]) == 0
+  assert sorted(os.listdir(folder / "records")) == ["1"]
+  assert list(numbers(folder / "results.json")["records"]) == ["1"]

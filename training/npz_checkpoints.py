@@ -11,11 +11,13 @@ state and the step are all a resumed run needs to go on as if uninterrupted.
 import json
 import os
 import re
+import zipfile
 
 import numpy as np
 
 from util import storage
 from util.errors import UserError
+from util.errors import cause
 
 INDEX = "checkpoint.json"
 PATTERN = re.compile(r"^ckpt-(\d+)\.npz$")
@@ -34,17 +36,36 @@ def save(directory, step, groups, keep=5, keep_steps=()):
           for name, values in groups.items()
           for i, value in enumerate(values)}
   temporary = path + ".tmp"
-  with storage.open_file(temporary, "wb") as f:  # streamed: no copy held
-    np.savez(f, **flat)
-  storage.rename(temporary, path, overwrite=True)
   steps = sorted(set(steps_in(directory)) | {step})
   kept = [s for s in steps if s in keep_steps or s in steps[-keep:]]
-  storage.write_text_atomic(os.path.join(directory, INDEX), json.dumps(
-      {"latest": os.path.basename(path), "steps": kept}) + "\n")
+  previous = _previous(directory, step)
+  try:
+    with storage.open_file(temporary, "wb") as f:  # streamed: no copy held
+      np.savez(f, **flat)
+    storage.rename(temporary, path, overwrite=True)
+    storage.write_text_atomic(os.path.join(directory, INDEX), json.dumps(
+        {"latest": os.path.basename(path), "steps": kept}) + "\n")
+  except OSError as e:  # a full disk: nothing of this save is left
+    for partial in (temporary, path if step != previous else None):
+      if partial and storage.exists(partial):
+        storage.remove(partial)
+    last = (f"the last complete checkpoint is "
+            f"{checkpoint_path(directory, previous)}" if previous is not None
+            else "no checkpoint was saved yet")
+    raise UserError(f"cannot save checkpoint {path}: {cause(e)}; {last} "
+                    "(nothing else was changed)") from None
   for old in steps:
     if old not in kept:
       storage.remove(checkpoint_path(directory, old))
   return path
+
+
+def _previous(directory, step):
+  """The step the index names before `step` is saved, or None."""
+  try:
+    return step_of(latest(directory)) if latest(directory) else None
+  except UserError:
+    return None
 
 
 def steps_in(directory):
@@ -90,8 +111,11 @@ def load(path, like):
   try:
     with storage.open_file(path, "rb") as f, np.load(f) as data:
       flat = {k: data[k] for k in data.files}
-  except (OSError, ValueError, EOFError) as e:
-    raise UserError(f"cannot read checkpoint {path}: {e}") from None
+  except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+    # A truncated file is not a zip archive (BadZipFile) or ends early.
+    raise UserError(f"cannot read checkpoint {path}: {type(e).__name__}: "
+                    f"{str(e)[:200]} (truncated or damaged; the one before "
+                    "it may be whole: name it in checkpoint.json)") from None
   groups = {}
   for name, values in like.items():
     loaded = []

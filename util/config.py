@@ -103,6 +103,10 @@ def coerce(name, tp, value):
   return value
 
 
+# Seeds: what np.random.seed (keras.utils.set_random_seed) and
+# keras.random.SeedGenerator accept on both backends, 0 <= seed < 2**32.
+SEED_RANGE = "[0, 4294967296)"
+
 _RANGE = re.compile(r"^(?:(>=|>) *(\S+)|([\[(]) *(\S+), *(\S+) *([\])]))$")
 
 
@@ -201,13 +205,14 @@ def apply_overrides(config, overrides, source="hparams"):
   return dataclasses.replace(config, **values)
 
 
-def load_hparams(spec):
-  """`spec` is a path to a JSON file or a JSON string; returns a dict."""
-  text, where = spec.strip(), "--hparams"
+def load_hparams(spec, flag="--hparams"):
+  """`spec` is a path to a JSON file or a JSON string (given as `flag`);
+  returns a dict."""
+  text, where = spec.strip(), flag
   if not text:
-    raise UserError("--hparams is empty: pass a JSON object or a file")
+    raise UserError(f"{flag} is empty: pass a JSON object or a file")
   if not text.startswith("{") and storage.exists(text):
-    where = f"--hparams file {text}"
+    where = f"{flag} file {text}"
     if storage.isdir(text):
       raise UserError(f"{where} is a folder, not a JSON file")
     try:
@@ -219,9 +224,9 @@ def load_hparams(spec):
   try:
     value = loads_strict(text)
   except json.JSONDecodeError as e:
-    if where == "--hparams" and not text.startswith(("{", "[", '"')):
-      raise UserError(f"--hparams file not found: {spec}") from None
-    at = (f"char {e.pos}" if where == "--hparams" else
+    if where == flag and not text.startswith(("{", "[", '"')):
+      raise UserError(f"{flag} file not found: {spec}") from None
+    at = (f"char {e.pos}" if where == flag else
           f"line {e.lineno} column {e.colno}")
     raise UserError(f"{where} is not valid JSON ({e.msg} at {at})") from None
   except DuplicateKey as e:
