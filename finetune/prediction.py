@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from finetune import padding
 from finetune.featurization import model_inputs
 from inference.engine import Engine
 from training.progress import Progress
@@ -39,7 +40,8 @@ class Predictor:
     scorer = task.get_scorer(examples, features)
     inputs = {k: np.asarray(v) for k, v in model_inputs(features).items()}
     n, size = len(inputs["input_ids"]), self.config.eval_batch_size
-    steps, per_row = self._steps(model, task, n)
+    steps, per_row = self._steps(model, task, n,
+                                 inputs["input_ids"].shape[-1])
     progress = Progress(f"{split} {task.name}", n, "examples", sys.stdout)
     if per_row:  # the engine trims padding: run by length, score in order
       batches = self._in_row_order(steps, inputs, size, progress)
@@ -75,7 +77,7 @@ class Predictor:
     return [{k: v[b:b + size] for k, v in merged.items()}
             for b in range(0, n, size)]
 
-  def _steps(self, model, task, rows):
+  def _steps(self, model, task, rows, seq_len):
     """(fn(batches) -> an iterator of {output: NumPy array, "loss": [B]},
     per_row): the engine's compiled forward for `rows` rows where the
     engine takes them (batches in flight side by side), else TensorFlow's
@@ -102,9 +104,14 @@ class Predictor:
     step = self._eval_step(model, task_name)
     weights = [[tf.convert_to_tensor(v) for v in variables] for variables in
                (model.trainable_variables, model.non_trainable_variables)]
-    return (lambda batches: ({k: v.numpy() for k, v in
-                              step(*weights, batch).items()}
-                             for batch in batches)), False
+    multiple = padding.multiple_for(self.config, seq_len)
+
+    def run(batch):  # at the batch's length; per-token outputs back at T
+      out = step(*weights, padding.trimmed(batch, multiple,
+                                           task.min_trimmed_length))
+      return padding.padded_back({k: v.numpy() for k, v in out.items()},
+                                 task.per_token_outputs, seq_len)
+    return (lambda batches: (run(batch) for batch in batches)), False
 
   def _eval_step(self, model, task_name):
     """The traced eval step for a task and this model's shape, made once

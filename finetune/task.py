@@ -83,6 +83,9 @@ class Task:
   # `min_trimmed_length` tokens.
   per_row_outputs = False
   min_trimmed_length = 1
+  # Its [B, T] outputs (per token): a batch run at its own length
+  # (finetune/padding.py) gives them back padded to T.
+  per_token_outputs = ()
 
   def head_labels(self):
     """The labels the head's outputs stand for, in order (None: no label

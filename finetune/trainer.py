@@ -181,8 +181,9 @@ class FinetuningRunner:
       optimizer = create_optimizer(config, model.trainable_variables,
                                    self.model_config.num_hidden_layers, total,
                                    self.model_config.share_layers)
+    tasks = {task.name: task for task in self.tasks}
     iterators = {name: self.data.batches(features, config.train_batch_size,
-                                         seed)
+                                         seed, tasks[name].min_trimmed_length)
                  for name, (features, _) in data.items()}
     train_steps = {name: self._train_step(model, optimizer, name)
                    for name in data}
@@ -244,7 +245,9 @@ class FinetuningRunner:
       update.apply(tape.gradient(scaled, variables), variables)
       return loss
 
-    @tf.function
+    # reduce_retracing: batches of any length (finetune/padding.py) share
+    # one trace after the second.
+    @tf.function(reduce_retracing=True)
     def step(batch, teacher_weight=None):
       losses = self.strategy.run(replica_step, args=(batch, teacher_weight))
       return self.strategy.reduce("mean", losses, axis=None)

@@ -343,6 +343,8 @@ class TaggingTask(Task):
     return out
 
   # ---------------------------------------------------------- head, loss
+  per_token_outputs = ("predictions", "label_weights")
+
   def build_head(self, model_config):
     if self.config.tagging_crf:
       return crf.CRFHead(model_config, len(self.label_list),
