@@ -185,7 +185,8 @@ class FinetuningRunner:
     iterators = {name: self.data.batches(features, config.train_batch_size,
                                          seed, tasks[name].min_trimmed_length)
                  for name, (features, _) in data.items()}
-    train_steps = {name: self._train_step(model, optimizer, name)
+    train_steps = {name: self._train_step(model, optimizer, name,
+                                          iterators[name].element_spec)
                    for name in data}
     print(f"fine-tuning {', '.join(data)} for {total} steps "
           f"({config.model_size} model: lr {config.learning_rate:g}, "
@@ -228,9 +229,12 @@ class FinetuningRunner:
         last, last_step = now, step
     return float(np.mean(losses[-config.log_every_steps:]))
 
-  def _train_step(self, model, optimizer, task_name):
+  def _train_step(self, model, optimizer, task_name, spec=None):
     """The task's compiled step: step(batch[, teacher_weight]) -> loss,
-    run on every replica of the strategy (training/step.py's update)."""
+    run on every replica of the strategy (training/step.py's update).
+    spec: the batches' element_spec, whose length is None where they are
+    cut to their longest row (finetune/padding.py): one trace for all
+    (None: traced on the first batches' shapes)."""
     variables = model.variables_for(task_name)
     update = ReplicaUpdate(optimizer, self.num_replicas, self.config.clip_norm)
     replicas = self.num_replicas
@@ -245,9 +249,15 @@ class FinetuningRunner:
       update.apply(tape.gradient(scaled, variables), variables)
       return loss
 
-    # reduce_retracing: batches of any length (finetune/padding.py) share
-    # one trace after the second.
-    @tf.function(reduce_retracing=True)
+    signature = None
+    if spec is not None and replicas == 1:  # (else a spec per replica)
+      signature = ((spec, tf.TensorSpec([], tf.float32))
+                   if self.config.distill else (spec,))
+
+    # Else reduce_retracing: batches of any length share one trace after
+    # the second.
+    @tf.function(input_signature=signature,
+                 reduce_retracing=signature is None)
     def step(batch, teacher_weight=None):
       losses = self.strategy.run(replica_step, args=(batch, teacher_weight))
       return self.strategy.reduce("mean", losses, axis=None)
