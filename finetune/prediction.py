@@ -101,11 +101,11 @@ class Predictor:
         step.rebind(model.variables)
         self._engine_steps[key] = (model, step)
       return step.map, per_row
-    step = self._eval_step(model, task_name)
+    step = self._eval_step(model, task_name, task.static_length)
     weights = [[tf.convert_to_tensor(v) for v in variables] for variables in
                (model.trainable_variables, model.non_trainable_variables)]
     multiple = padding.multiple_for(self.config, seq_len)
-    if multiple:  # one trace, of any length, before the first batch
+    if multiple and not task.static_length:  # one trace, any length
       step.get_concrete_function(
           *[[tf.TensorSpec(w.shape, w.dtype) for w in ws] for ws in weights],
           _any_length(example))
@@ -117,15 +117,16 @@ class Predictor:
                                  task.per_token_outputs, seq_len)
     return (lambda batches: (run(batch) for batch in batches)), False
 
-  def _eval_step(self, model, task_name):
+  def _eval_step(self, model, task_name, static_length=False):
     """The traced eval step for a task and this model's shape, made once
-    (dev, test, predict files and later trials reuse it)."""
+    (dev, test, predict files and later trials reuse it); static_length:
+    traced per length (task.static_length)."""
     key = (task_name, _shapes(model))
     step = self._eval_steps.get(key)
     if step is None:
       template = model  # its layers run; the weights come as arguments
 
-      @tf.function(reduce_retracing=True)
+      @tf.function(reduce_retracing=not static_length)
       def step(trainable, non_trainable, batch):
         (loss, outputs), _ = template.stateless_call(
             trainable, non_trainable, batch, task_name=task_name,

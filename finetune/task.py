@@ -86,6 +86,9 @@ class Task:
   # Its [B, T] outputs (per token): a batch run at its own length
   # (finetune/padding.py) gives them back padded to T.
   per_token_outputs = ()
+  # Whether its head needs each batch's length known when traced (a CRF's
+  # scan): TensorFlow then traces a step per length, not one for all.
+  static_length = False
 
   def head_labels(self):
     """The labels the head's outputs stand for, in order (None: no label

@@ -185,9 +185,9 @@ class FinetuningRunner:
     iterators = {name: self.data.batches(features, config.train_batch_size,
                                          seed, tasks[name].min_trimmed_length)
                  for name, (features, _) in data.items()}
-    train_steps = {name: self._train_step(model, optimizer, name,
-                                          iterators[name].element_spec)
-                   for name in data}
+    train_steps = {name: self._train_step(
+        model, optimizer, name, None if tasks[name].static_length
+        else iterators[name].element_spec) for name in data}
     print(f"fine-tuning {', '.join(data)} for {total} steps "
           f"({config.model_size} model: lr {config.learning_rate:g}, "
           f"layer-wise decay {config.layerwise_lr_decay:g}, batch "
@@ -234,7 +234,7 @@ class FinetuningRunner:
     run on every replica of the strategy (training/step.py's update).
     spec: the batches' element_spec, whose length is None where they are
     cut to their longest row (finetune/padding.py): one trace for all
-    (None: traced on the first batches' shapes)."""
+    (None: traced per shape)."""
     variables = model.variables_for(task_name)
     update = ReplicaUpdate(optimizer, self.num_replicas, self.config.clip_norm)
     replicas = self.num_replicas
@@ -254,10 +254,9 @@ class FinetuningRunner:
       signature = ((spec, tf.TensorSpec([], tf.float32))
                    if self.config.distill else (spec,))
 
-    # Else reduce_retracing: batches of any length share one trace after
-    # the second.
-    @tf.function(input_signature=signature,
-                 reduce_retracing=signature is None)
+    # Else (several replicas, or a head that needs a known length: a CRF)
+    # a trace per length, at most max_seq_length / pad_to_multiple.
+    @tf.function(input_signature=signature)
     def step(batch, teacher_weight=None):
       losses = self.strategy.run(replica_step, args=(batch, teacher_weight))
       return self.strategy.reduce("mean", losses, axis=None)
