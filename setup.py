@@ -39,6 +39,8 @@ setuptools.setup(
         "test": ["pytest>=8", "pytest-xdist>=3", "jax>=0.4.30",
                  "jaxlib>=0.4.30", "jiwer>=3",
                  "torch==2.13.0", "transformers>=4.40",
+                 # transformers' Trainer (benchmarks/finetune_e2e.py)
+                 "accelerate>=1.1.0",
                  "keras-hub>=0.32,<1"],
         "keras_hub": ["keras-hub>=0.32,<1"],  # export_model --format keras_hub
         # NVIDIA GPUs (docs/distributed.md): TensorFlow with its CUDA

@@ -197,9 +197,10 @@ def build_ours(kind, precision, args, features):
   optimizer = create_optimizer(  # as FinetuningRunner.train
       config, model.trainable_variables, shape.num_hidden_layers, 10_000,
       shape.share_layers)
-  step = runner._train_step(model, optimizer, task.name)  # noqa: SLF001
   batches = runner.data.batches(features, config.train_batch_size,
                                 config.seed)
+  step = runner._train_step(model, optimizer, task.name,  # noqa: SLF001
+                            batches.element_spec)
   # The dev split is featurized once per run (untimed here).
   examples, rows = runner.data.examples_and_features(task, "dev")
   inputs = model_inputs(rows)

@@ -145,6 +145,10 @@ class FinetuningConfig:
   num_train_epochs: Optional[float] = None  # default by task
   train_batch_size: int = 32
   eval_batch_size: int = 32
+  # Each batch (train, eval, predict) padded to its longest row rounded up
+  # to this, not to max_seq_length (finetune/padding.py): the same losses,
+  # less padding. 0 (or >= max_seq_length): every batch at max_seq_length.
+  pad_to_multiple: int = 16
   # What runs evaluation and --do-predict (inference/engine.py): auto
   # (OpenVINO for a split of 1024+ rows, else TensorFlow), openvino or
   # tensorflow (the reference); its precision: auto = bfloat16 where the
@@ -211,6 +215,7 @@ class FinetuningConfig:
       "layerwise_lr_decay": "(0, 1]", "weight_decay_rate": ">= 0",
       "warmup_proportion": "[0, 1)", "num_train_epochs": "> 0",
       "train_batch_size": ">= 1", "eval_batch_size": ">= 1",
+      "pad_to_multiple": ">= 0",
       "adam_epsilon": "> 0", "adam_beta1": "[0, 1)", "adam_beta2": "[0, 1)",
       "clip_norm": ">= 0", "log_every_steps": ">= 1", "doc_stride": ">= 1",
       "max_query_length": ">= 1", "n_best_size": ">= 1",

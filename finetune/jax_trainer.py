@@ -26,6 +26,7 @@ import keras
 import numpy as np
 
 from finetune import arrays as arrays_lib
+from finetune import padding
 from finetune.model import FinetuningModel
 from finetune.model import set_encoder_weights
 from finetune.optimization import create_optimizer
@@ -41,7 +42,7 @@ class JaxFinetuner:
   outputs."""
 
   def __init__(self, config, model_config, task, data, device=None,
-               log=print, chunk=50):
+               log=print, chunk=None):
     if keras.backend.backend() != "jax":
       raise UserError("the JAX fine-tuning driver needs KERAS_BACKEND=jax")
     self.config, self.model_config, self.task = config, model_config, task
@@ -49,8 +50,19 @@ class JaxFinetuner:
     self.device = device or jax.devices()[0]
     info = data.meta["tasks"][task.name]
     self.num_steps = info["train_steps"]
+    columns = data.splits[task.name]
+    self.seq_len = columns["train"]["input_ids"].shape[-1]
+    # Each call's batches at their longest row (finetune/padding.py), a
+    # program jitted per length; 0: at seq_len.
+    self.multiple = padding.multiple_for(config, self.seq_len)
+    self.num_tokens = {split: np.asarray(c["num_tokens"])
+                       for split, c in columns.items()}
     # A small model's step is shorter than a host call on a GPU: steps go
-    # `chunk` to a call (never more than the trial has).
+    # `chunk` to a call (never more than the trial has), all at the
+    # chunk's longest row. On the CPU a call costs nothing beside a step:
+    # one a call, each at its own batch's length.
+    if chunk is None:
+      chunk = 1 if self.device.platform == "cpu" and self.multiple else 50
     self.chunk = max(1, min(chunk, self.num_steps))
     self.rows = {split: data.rows(task.name, split)
                  for split in ("train", "dev")}
@@ -68,8 +80,9 @@ class JaxFinetuner:
     # On the host: each trial's state is placed afresh (its buffers are
     # donated to the step).
     self.initial_opt = [np.asarray(v.value) for v in self.optimizer.variables]
-    self._train_fn = jax.jit(self._train_chunk, donate_argnums=0)
-    self._predict_fn = jax.jit(self._predict_step)
+    self._train_fn = jax.jit(self._train_chunk, donate_argnums=0,
+                             static_argnums=3)
+    self._predict_fn = jax.jit(self._predict_step, static_argnums=3)
     self._seeded = {config.seed: self.model}  # a model per trial seed
     self.kept = None  # the last trained model (trial's keep_weights)
 
@@ -98,14 +111,24 @@ class JaxFinetuner:
     return {k: np.asarray(v) for k, v in
             arrays_lib.unpack_features(columns).items()}
 
-  def _features(self, split, rows):
-    return arrays_lib.unpack_features(
-        {k: jnp.take(v, rows, axis=0) for k, v in self.data[split].items()})
+  def _features(self, split, rows, length):
+    return arrays_lib.unpack_features(padding.cut(
+        {k: jnp.take(v, rows, axis=0) for k, v in self.data[split].items()},
+        length))
+
+  def _length(self, split, rows):
+    """The length (static: one program each) rows [...] run at."""
+    if not self.multiple:
+      return self.seq_len
+    tokens = self.num_tokens[split][np.asarray(rows).reshape(-1)]
+    mask = np.arange(self.seq_len)[None] < tokens[:, None]
+    return padding.batch_length({"input_mask": mask}, self.multiple,
+                                self.task.min_trimmed_length)
 
   # ------------------------------------------------------------- steps
-  def _train_step(self, state, rows):
+  def _train_step(self, state, rows, length):
     trainable, fixed, opt_vars = state
-    features = self._features("train", rows)
+    features = self._features("train", rows, length)
     name = self.task.name
 
     def loss_fn(trainable, fixed):
@@ -123,19 +146,20 @@ class JaxFinetuner:
                                                          trainable)
     return (trainable, fixed, opt_vars), loss
 
-  def _train_chunk(self, state, rows, valid):
-    """Steps over rows [chunk, B]; a step whose `valid` is False (past the
-    trial's end) keeps the state. Returns the state and the losses."""
+  def _train_chunk(self, state, rows, valid, length):
+    """Steps over rows [chunk, B] cut to `length`; a step whose `valid` is
+    False (past the trial's end) keeps the state. Returns the state and
+    the losses."""
     def body(state, xs):
       step_rows, keep = xs
-      new_state, loss = self._train_step(state, step_rows)
+      new_state, loss = self._train_step(state, step_rows, length)
       state = jax.tree_util.tree_map(
           lambda new, old: jnp.where(keep, new, old), new_state, state)
       return state, loss
     return jax.lax.scan(body, state, (rows, valid))
 
-  def _predict_step(self, trainable, fixed, rows):
-    features = self._features("dev", rows)
+  def _predict_step(self, trainable, fixed, rows, length):
+    features = self._features("dev", rows, length)
     (loss, outputs), _ = self.model.stateless_call(
         trainable, fixed, features, task_name=self.task.name,
         training=False)
@@ -155,25 +179,32 @@ class JaxFinetuner:
     may run in threads (slot/measure.py compile_all)."""
     del chunk
     state = self._state(self.model)
-    rows, valid = self._chunk_rows(np.zeros(
+    rows, valid, _ = self._chunk_rows(np.zeros(
         (self.chunk, self.config.train_batch_size), np.int32), 0)
     eval_rows = self._put(np.zeros(self.config.eval_batch_size, np.int32))
-    return {"train": self._train_fn.lower(state, rows, valid),
-            "eval": self._predict_fn.lower(state[0], state[1], eval_rows)}
+    return {"train": self._train_fn.lower(state, rows, valid, self.seq_len),
+            "eval": self._predict_fn.lower(state[0], state[1], eval_rows,
+                                           self.seq_len)}
 
   def _chunk_rows(self, order, first):
     """Rows [chunk, B] of the steps from `first` (the last chunk padded
-    with the first rows, marked not valid), placed."""
+    with the first rows, marked not valid), placed, and their length."""
     rows = order[first:first + self.chunk]
+    length = self._length("train", rows)
     valid = np.arange(self.chunk) < len(rows)
     if len(rows) < self.chunk:
       rows = np.concatenate([rows, np.resize(order[:1], (
           self.chunk - len(rows),) + order.shape[1:])])
-    return self._put(rows), self._put(valid)
+    return self._put(rows), self._put(valid), length
 
   def install(self, chunk, compiled):
+    """The steps `lower` made, compiled: at seq_len (no batch cut)."""
     del chunk
-    self._train_fn, self._predict_fn = compiled["train"], compiled["eval"]
+    train, predict = compiled["train"], compiled["eval"]
+    self.multiple = 0
+    self._train_fn = lambda state, rows, valid, _: train(state, rows, valid)
+    self._predict_fn = lambda trainable, fixed, rows, _: predict(
+        trainable, fixed, rows)
 
   # ------------------------------------------------------------ trials
   def trial(self, encoder_weights, seed, keep_weights=False):
@@ -193,8 +224,8 @@ class JaxFinetuner:
     start = time.time()
     losses = []
     for first in range(0, self.num_steps, self.chunk):
-      rows, valid = self._chunk_rows(order, first)
-      state, chunk_losses = self._train_fn(state, rows, valid)
+      rows, valid, length = self._chunk_rows(order, first)
+      state, chunk_losses = self._train_fn(state, rows, valid, length)
       losses.append(chunk_losses)
     losses = np.concatenate(jax.device_get(losses)).astype(
         np.float32)[:self.num_steps]
@@ -208,8 +239,11 @@ class JaxFinetuner:
     collected = []
     for begin in range(0, n, batch):
       rows = np.arange(begin, begin + batch) % n  # the last batch wraps
-      out = jax.device_get(self._predict_fn(trainable, fixed,
-                                            self._put(rows.astype(np.int32))))
+      out = jax.device_get(self._predict_fn(
+          trainable, fixed, self._put(rows.astype(np.int32)),
+          self._length("dev", rows)))
+      out = padding.padded_back(out, self.task.per_token_outputs,
+                                self.seq_len)
       keep = min(batch, n - begin)
       collected.append({k: np.asarray(v)[:keep] for k, v in out.items()})
     outputs = {k: np.concatenate([c[k] for c in collected])

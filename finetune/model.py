@@ -40,14 +40,15 @@ class FinetuningModel(keras.Model):
     # Multiple choice: [B, C, T] inputs (C sequences per example) are
     # encoded as B * C rows; their states come back as [B, C, T, H].
     choices = inputs[0].shape[1] if len(inputs[0].shape) == 3 else None
-    if choices:
-      inputs = [keras.ops.reshape(x, (-1, x.shape[-1])) for x in inputs]
+    if choices:  # the length may be dynamic (finetune/padding.py)
+      inputs = [keras.ops.reshape(x, (-1, keras.ops.shape(x)[-1]))
+                for x in inputs]
     hidden = self.encoder(
         *inputs, training=training,
         first_token_only=self.tasks[task_name].first_token_only)
     if choices:
       hidden = keras.ops.reshape(hidden, (-1, choices) +
-                                 tuple(hidden.shape[1:]))
+                                 tuple(keras.ops.shape(hidden)[1:]))
     return self.tasks[task_name].loss_and_outputs(
         self.heads[task_name], hidden, features, training)
 

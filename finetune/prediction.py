@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from finetune import padding
 from finetune.featurization import model_inputs
 from inference.engine import Engine
 from training.progress import Progress
@@ -39,7 +40,7 @@ class Predictor:
     scorer = task.get_scorer(examples, features)
     inputs = {k: np.asarray(v) for k, v in model_inputs(features).items()}
     n, size = len(inputs["input_ids"]), self.config.eval_batch_size
-    steps, per_row = self._steps(model, task, n)
+    steps, per_row = self._steps(model, task, n, inputs)
     progress = Progress(f"{split} {task.name}", n, "examples", sys.stdout)
     if per_row:  # the engine trims padding: run by length, score in order
       batches = self._in_row_order(steps, inputs, size, progress)
@@ -75,13 +76,14 @@ class Predictor:
     return [{k: v[b:b + size] for k, v in merged.items()}
             for b in range(0, n, size)]
 
-  def _steps(self, model, task, rows):
+  def _steps(self, model, task, rows, example):
     """(fn(batches) -> an iterator of {output: NumPy array, "loss": [B]},
     per_row): the engine's compiled forward for `rows` rows where the
     engine takes them (batches in flight side by side), else TensorFlow's
     traced eval step; per_row: the engine trims the batches' padding (a
-    task whose outputs are per row, not per token)."""
-    task_name = task.name
+    task whose outputs are per row, not per token). example: the split's
+    model inputs (their keys, dtypes and shapes)."""
+    task_name, seq_len = task.name, example["input_ids"].shape[-1]
     if self.engine.runs(rows):
       per_row = task.per_row_outputs
       key = (task_name, _shapes(model))
@@ -99,22 +101,32 @@ class Predictor:
         step.rebind(model.variables)
         self._engine_steps[key] = (model, step)
       return step.map, per_row
-    step = self._eval_step(model, task_name)
+    step = self._eval_step(model, task_name, task.static_length)
     weights = [[tf.convert_to_tensor(v) for v in variables] for variables in
                (model.trainable_variables, model.non_trainable_variables)]
-    return (lambda batches: ({k: v.numpy() for k, v in
-                              step(*weights, batch).items()}
-                             for batch in batches)), False
+    multiple = padding.multiple_for(self.config, seq_len)
+    if multiple and not task.static_length:  # one trace, any length
+      step.get_concrete_function(
+          *[[tf.TensorSpec(w.shape, w.dtype) for w in ws] for ws in weights],
+          _any_length(example))
 
-  def _eval_step(self, model, task_name):
+    def run(batch):  # at the batch's length; per-token outputs back at T
+      out = step(*weights, padding.trimmed(batch, multiple,
+                                           task.min_trimmed_length))
+      return padding.padded_back({k: v.numpy() for k, v in out.items()},
+                                 task.per_token_outputs, seq_len)
+    return (lambda batches: (run(batch) for batch in batches)), False
+
+  def _eval_step(self, model, task_name, static_length=False):
     """The traced eval step for a task and this model's shape, made once
-    (dev, test, predict files and later trials reuse it)."""
+    (dev, test, predict files and later trials reuse it); static_length:
+    traced per length (task.static_length)."""
     key = (task_name, _shapes(model))
     step = self._eval_steps.get(key)
     if step is None:
       template = model  # its layers run; the weights come as arguments
 
-      @tf.function(reduce_retracing=True)
+      @tf.function(reduce_retracing=not static_length)
       def step(trainable, non_trainable, batch):
         (loss, outputs), _ = template.stateless_call(
             trainable, non_trainable, batch, task_name=task_name,
@@ -131,6 +143,16 @@ class Predictor:
     scorer, _ = self.predict(model, task, split)
     return scorer.collected()["predictions" if task.head_kind == "regression"
                               else "probabilities"]
+
+
+def _any_length(features):
+  """TensorSpecs of a batch of `features`' rows: any number of rows, and
+  of any length where per token (finetune/padding.py)."""
+  ids = features["input_ids"].shape
+  return {k: tf.TensorSpec((None,) + v.shape[1:-1] + (None,)
+                           if padding.is_sequence(v, ids) else
+                           (None,) + v.shape[1:], v.dtype)
+          for k, v in features.items()}
 
 
 def _shapes(model):

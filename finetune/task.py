@@ -83,6 +83,12 @@ class Task:
   # `min_trimmed_length` tokens.
   per_row_outputs = False
   min_trimmed_length = 1
+  # Its [B, T] outputs (per token): a batch run at its own length
+  # (finetune/padding.py) gives them back padded to T.
+  per_token_outputs = ()
+  # Whether its head needs each batch's length known when traced (a CRF's
+  # scan): TensorFlow then traces a step per length, not one for all.
+  static_length = False
 
   def head_labels(self):
     """The labels the head's outputs stand for, in order (None: no label

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from finetune import bam
 from finetune import data_layout
+from finetune import padding
 from finetune.featurization import limit
 from finetune.featurization import model_inputs
 from util.errors import UserError
@@ -92,12 +93,19 @@ class TaskData:
         {name: len(f["input_ids"]) for name, (f, _) in data.items()},
         self.config.task_weight_exponent, seed)
 
-  def batches(self, features, batch_size, seed):
-    """Global batches, each split evenly over the strategy's replicas."""
+  def batches(self, features, batch_size, seed, min_length=1):
+    """Global batches, each split evenly over the strategy's replicas, each
+    cut to its longest row (finetune/padding.py) after batching: the rows
+    and their order are the shuffle's."""
     ds = tf.data.Dataset.from_tensor_slices(features)
     ds = ds.shuffle(len(features["input_ids"]), seed=seed,
                     reshuffle_each_iteration=True).repeat()
-    ds = ds.batch(batch_size, drop_remainder=True).prefetch(2)
+    ds = ds.batch(batch_size, drop_remainder=True)
+    multiple = padding.multiple_for(self.config,
+                                    features["input_ids"].shape[-1])
+    if multiple:
+      ds = ds.map(padding.tf_trimmer(multiple, min_length))
+    ds = ds.prefetch(2)
     if self.strategy.num_replicas_in_sync > 1:
       ds = self.strategy.experimental_distribute_dataset(ds)
     return iter(ds)

@@ -181,11 +181,13 @@ class FinetuningRunner:
       optimizer = create_optimizer(config, model.trainable_variables,
                                    self.model_config.num_hidden_layers, total,
                                    self.model_config.share_layers)
+    tasks = {task.name: task for task in self.tasks}
     iterators = {name: self.data.batches(features, config.train_batch_size,
-                                         seed)
+                                         seed, tasks[name].min_trimmed_length)
                  for name, (features, _) in data.items()}
-    train_steps = {name: self._train_step(model, optimizer, name)
-                   for name in data}
+    train_steps = {name: self._train_step(
+        model, optimizer, name, None if tasks[name].static_length
+        else iterators[name].element_spec) for name in data}
     print(f"fine-tuning {', '.join(data)} for {total} steps "
           f"({config.model_size} model: lr {config.learning_rate:g}, "
           f"layer-wise decay {config.layerwise_lr_decay:g}, batch "
@@ -227,9 +229,12 @@ class FinetuningRunner:
         last, last_step = now, step
     return float(np.mean(losses[-config.log_every_steps:]))
 
-  def _train_step(self, model, optimizer, task_name):
+  def _train_step(self, model, optimizer, task_name, spec=None):
     """The task's compiled step: step(batch[, teacher_weight]) -> loss,
-    run on every replica of the strategy (training/step.py's update)."""
+    run on every replica of the strategy (training/step.py's update).
+    spec: the batches' element_spec, whose length is None where they are
+    cut to their longest row (finetune/padding.py): one trace for all
+    (None: traced per shape)."""
     variables = model.variables_for(task_name)
     update = ReplicaUpdate(optimizer, self.num_replicas, self.config.clip_norm)
     replicas = self.num_replicas
@@ -244,7 +249,14 @@ class FinetuningRunner:
       update.apply(tape.gradient(scaled, variables), variables)
       return loss
 
-    @tf.function
+    signature = None
+    if spec is not None and replicas == 1:  # (else a spec per replica)
+      signature = ((spec, tf.TensorSpec([], tf.float32))
+                   if self.config.distill else (spec,))
+
+    # Else (several replicas, or a head that needs a known length: a CRF)
+    # a trace per length, at most max_seq_length / pad_to_multiple.
+    @tf.function(input_signature=signature)
     def step(batch, teacher_weight=None):
       losses = self.strategy.run(replica_step, args=(batch, teacher_weight))
       return self.strategy.reduce("mean", losses, axis=None)

@@ -20,6 +20,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from finetune import padding
 from inference.choices import AUTO_MIN_ROWS
 from inference.choices import ENGINES
 from inference.choices import resolve_precision
@@ -33,10 +34,8 @@ TRIM_MULTIPLE = 1
 def trimmed_length(mask, min_length=1):
   """The length a batch of [B, T] padding mask runs at: its last column
   with any real token, rounded up to TRIM_MULTIPLE, at least min_length,
-  at most T."""
-  real = np.flatnonzero(np.asarray(mask).any(axis=0))
-  length = max(int(real[-1]) + 1 if real.size else 1, min_length)
-  return min(mask.shape[1], -(-length // TRIM_MULTIPLE) * TRIM_MULTIPLE)
+  at most T (fine-tuning's rule, finetune/padding.py)."""
+  return padding.trimmed_length(mask, min_length, TRIM_MULTIPLE)
 
 
 def _weight_name(i):

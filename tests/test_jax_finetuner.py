@@ -28,21 +28,37 @@ SCRIPT = textwrap.dedent("""
     from loading.sources import find_pretrained
     path, weights = sys.argv[1], sys.argv[2]
     data = arrays.load(path)
+    # STS-B pairs fill SEQ: rows cut to 6-17 tokens, so that batches are
+    # shorter than SEQ (the rest masked as padding, in every run alike).
+    for columns in data.splits["sts"].values():
+      cut = 6 + np.arange(len(columns["num_tokens"])) % 12
+      columns["num_tokens"] = np.minimum(columns["num_tokens"], cut).astype(
+          columns["num_tokens"].dtype)
     config = data.config
     config.hidden_dropout_prob = 0.0
+    # No dropout at all (drawn at a batch's shape), and batches cut to
+    # multiples of 8 tokens (finetune/padding.py).
+    config.model_hparam_overrides = {"attention_probs_dropout_prob": 0.0}
+    config.pad_to_multiple = 8
     pretrained = find_pretrained(weights)
     model_config = model_config_for(pretrained, config)
     encoder = pretrained_encoder_weights(pretrained, config)
     task, = [t for t in task_builder.get_tasks(config, None)
              if t.name == "sts"]  # a regression: real-valued predictions
     out = {}
-    for name, lr, chunk in (("frozen", 0.0, 5), ("trained", 3e-3, 5),
-                            ("by_step", 3e-3, 1)):
-      config.learning_rate = lr
+    for name, lr, chunk, multiple in (
+        ("frozen", 0.0, 5, 8), ("trained", 3e-3, 5, 8),
+        ("by_step", 3e-3, 1, 8), ("untrimmed", 3e-3, 5, 0)):
+      config.learning_rate, config.pad_to_multiple = lr, multiple
       tuner = JaxFinetuner(config, model_config, task, data, chunk=chunk)
       got, summary = tuner.trial(encoder, 7)
       out[name] = {"jax": np.asarray(got["predictions"], float).tolist(),
                    "summary": summary}
+      if name == "by_step":  # the lengths its batches ran at
+        from pretrain.arrays import batch_rows
+        out["lengths"] = sorted({tuner._length("train", rows) for rows in
+                                 batch_rows(7, tuner.rows["train"], 8, 0,
+                                            tuner.num_steps)})
     model = tuner._new_model(7)
     set_encoder_weights(model.encoder, encoder)
     rows = list(range(data.rows("sts", "dev")))
@@ -124,3 +140,10 @@ def test_a_trial_predicts_as_the_model_and_trains(exported, tmp_path):
   np.testing.assert_allclose(trained["jax"], by_step["jax"], atol=1e-5)
   assert trained["summary"]["final_loss"] == pytest.approx(
       by_step["summary"]["final_loss"], abs=1e-5)
+  # Batches cut to their longest row (16 or 24 tokens, never 32, step
+  # by step or at a chunk's longest): the training of uncut ones.
+  assert max(results["lengths"]) < 32, results["lengths"]
+  untrimmed = results["untrimmed"]
+  np.testing.assert_allclose(trained["jax"], untrimmed["jax"], atol=1e-5)
+  assert trained["summary"]["final_loss"] == pytest.approx(
+      untrimmed["summary"]["final_loss"], abs=1e-5)

@@ -343,6 +343,12 @@ class TaggingTask(Task):
     return out
 
   # ---------------------------------------------------------- head, loss
+  per_token_outputs = ("predictions", "label_weights")
+
+  @property
+  def static_length(self):  # keras' scan on TensorFlow: a known length
+    return self.config.tagging_crf
+
   def build_head(self, model_config):
     if self.config.tagging_crf:
       return crf.CRFHead(model_config, len(self.label_list),
