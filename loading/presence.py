@@ -9,6 +9,7 @@ from interop.npz_weights import MANIFEST
 from pretrain.run_config import CONFIG_FILE
 from pretrain.run_config import config_from_json
 from util import storage
+from util import tokenization
 from util.errors import UserError
 from util.text_files import read_text
 
@@ -75,10 +76,10 @@ def run_config_at(path):
 
 def vocab_entries(path):
   """The number of entries of a WordPiece vocab.txt, counted as
-  util/tokenization.py's parse_wordpiece_vocab does (a line each)."""
-  with open(path, "rb") as f:
-    text = f.read().decode("utf-8", errors="replace")
-  return len(text.removeprefix("\ufeff").splitlines())
+  util/tokenization.py's parse_wordpiece_vocab does (a line each), after
+  its strict read: a binary or UTF-16 file is named as such, not counted."""
+  source = tokenization.read_vocab_source(path)
+  return len(source.data.decode("utf-8").removeprefix("\ufeff").splitlines())
 
 
 def check_vocab_present(path, vocab_file="", data_dir=""):
