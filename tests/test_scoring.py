@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
+from loading.presence import run_config_at
+
 import run_scoring
 from scoring import blimp
 from scoring import nbest
@@ -472,6 +474,9 @@ def test_cli_errors_are_one_line(runs, tmp_path, capsys):
     expect_error(capsys, argv, match)
   source = tmp_path / "in.txt"
   source.write_text("a cat\n")
+  size = run_config_at(os.path.join(data_dir, "models", "electric")).vocab_size
+  plain_vocab = tmp_path / "plain_vocab.txt"
+  plain_vocab.write_text("".join(f"tok{i}\n" for i in range(size)))
   model_errors = [
       (["--model-name", "missing"], r"no checkpoint found"),
       (["--model-name", "mlm", "--method", "electric"],
@@ -479,8 +484,12 @@ def test_cli_errors_are_one_line(runs, tmp_path, capsys):
        r"mlm \(its own: mlm\)"),
       (["--model-name", "electric", "--max-seq-length", "1024"],
        r"max_seq_length 1024 exceeds the model's 512 positions"),
-      (["--model-name", "electric", "--vocab-file", str(source)],
+      # As many entries as the model's vocab (the early size check passes),
+      # none of them special.
+      (["--model-name", "electric", "--vocab-file", str(plain_vocab)],
        r"lacks special token"),
+      (["--model-name", "electric", "--vocab-file", str(source)],
+       r"has 1 entries but the pretrained model has \d+"),
   ]
   for argv, match in model_errors:
     expect_error(capsys, ["--data-dir", data_dir, "--input-file",
