@@ -353,9 +353,10 @@ def test_collect_joins_slots_a_later_trial_replacing_an_earlier(
   # earlier: tests/test_slot_records.py).
   (second / "slot.json").write_text(json.dumps(result, indent=1))
   with pytest.raises(SystemExit) as failed:
-    collect_gpu_slot.main([str(first), str(second), "--output-dir", target,
-                           "--finetune-data", arrays])
+    collect_gpu_slot.main([str(first), str(second), "--output-dir",
+                           str(tmp_path / "fresh"), "--finetune-data", arrays])
   assert failed.value.code != 0
+  assert not (tmp_path / "fresh").exists()
   assert "electra_tiny was pretrained by two of the records" in (
       capsys.readouterr().err)
 
