@@ -1,10 +1,16 @@
 """Shared test setup and the fixtures several test modules use."""
 
 import os
+import tempfile
 
 # Keras on TensorFlow here and in every subprocess that does not ask for
 # JAX, whatever a JAX run left in ~/.keras/keras.json.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# JAX runs here and in subprocesses compile the same tiny programs again and
+# again (a resumed run, a rerun, the reference beside it); XLA's persistent
+# cache keys on the program, so a hit is the same executable, not a shortcut.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(
+    tempfile.gettempdir(), f"electra-tests-jax-cache-{os.getuid()}"))
 
 from util import tf_quiet  # noqa: E402
 
