@@ -71,7 +71,7 @@ def test_two_workers_match_one(data_dir):
     np.testing.assert_array_equal(chief[name], other[name], err_msg=name)
     # The all-reduce sums the two halves in another order than one device
     # does, and Adam's normalization can grow that rounding where a gradient
-    # is near zero: a few 1e-6 after 30 steps (a wrong split or mean is 1e-3).
+    # is near zero: a few 1e-6 after 30 steps (other batches move far more).
     np.testing.assert_allclose(chief[name], reference[name], rtol=1e-4,
                                atol=1e-5, err_msg=name)
   # Only the chief writes model_dir's checkpoints, config and logs.
