@@ -1,6 +1,6 @@
 """Two worker processes under MultiWorkerMirroredStrategy (TF_CONFIG on
-127.0.0.1) end with identical weights, equal to a single-worker run with the
-same global batch and data."""
+127.0.0.1) end with identical weights, equal up to rounding to a
+single-worker run with the same global batch and data."""
 
 import json
 import os
@@ -20,7 +20,7 @@ STEPS = 30
 # runs on different numbers of workers agree in distribution, not number for
 # number. The masked-LM objective without dropout, in float32, has no such
 # draws (masks come from the data pipeline), so the arithmetic of the
-# distributed step can be compared exactly.
+# distributed step can be compared number for number.
 NO_RANDOMNESS = {"objective": "mlm", "mixed_precision": "float32",
                  "model_hparam_overrides": dict(
     hidden_size=32, intermediate_size=64, num_attention_heads=2,
