@@ -37,6 +37,8 @@ def _original_hparams(plan):
   """Ours -> the original's spelling of the same model (its configure_
   pretraining has no tiny size: small with the tiny sizes overridden)."""
   shared = plan["pretrain"]
+  if "tiny_sizes" not in plan:  # a preset both codes have (plan_small.json)
+    return dict(shared, model_size=plan["model_size"])
   return dict(shared, model_size="small",
               model_hparam_overrides=plan["tiny_sizes"], embedding_size=128)
 
@@ -83,8 +85,12 @@ def cross_eval(args):
 
 
 def _our_argv(plan, data_dir, name, seed, eval_only=False):
-  hparams = dict(plan["pretrain"], objective="electra", model_size="tiny",
-                 seed=seed, keep_checkpoint_max=100, iterations_per_loop=100)
+  hparams = dict(plan["pretrain"], objective="electra",
+                 model_size=plan.get("model_size", "tiny"), seed=seed,
+                 keep_checkpoint_max=100, iterations_per_loop=100)
+  if "tiny_sizes" not in plan:  # later plans: today's defaults throughout
+    return ["--data-dir", data_dir, "--model-name", name, "--hparams",
+            json.dumps(hparams)] + (["--no-do-train"] if eval_only else [])
   if name.startswith("ours_first_"):  # runs made before the default changed
     hparams["repeated_positions"] = "first"
   # "auto" trains in bfloat16 on a CPU with AVX512-BF16 or AMX; the
@@ -114,7 +120,8 @@ def pretrain_original(args, plan, seed, name):
          "--seed", str(seed), "--eval-tfrecords", heldout]
   subprocess.run(cmd, check=True)
   model_dir = os.path.join(args.data_dir, "models", name)
-  _copy_records(args, name, os.path.join(model_dir, "eval"),
+  _copy_records(args, name[len(plan.get("run_prefix", "")):],
+                os.path.join(model_dir, "eval"),
                 os.path.join(model_dir, "train_log.jsonl"))
 
 
@@ -131,7 +138,8 @@ def pretrain_ours(args, plan, seed, name):
   subprocess.run([sys.executable, __file__, "_eval_ours",
                   "--data-dir", args.data_dir, "--name", name,
                   "--seed", str(seed), "--plan", args.plan], check=True)
-  _copy_records(args, name, os.path.join(model_dir, "eval"),
+  _copy_records(args, name[len(plan.get("run_prefix", "")):],
+                os.path.join(model_dir, "eval"),
                 os.path.join(model_dir, "train_log.jsonl"))
 
 
@@ -198,10 +206,16 @@ def _write_machine(folder):
       json.dump({"cpu": cpu_kind()}, f)
 
 
+def run_name(plan, side, seed):
+  """The run's folder under DATA_DIR/models (prefixed, so that plans share
+  a data folder) and, unprefixed, under RECORDS/pretrain."""
+  return plan.get("run_prefix", "") + f"{side}_seed{seed}"
+
+
 def pretrain(args):
   plan = load_plan(args.plan)
   for side, seed in plan["pretrain_runs"]:
-    name = f"{side}_seed{seed}"
+    name = run_name(plan, side, seed)
     if args.only and name not in args.only.split(","):
       continue
     print(f"== {name}", flush=True)
