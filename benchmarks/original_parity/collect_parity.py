@@ -56,8 +56,12 @@ HEADLINE = {"rte": "accuracy", "mrpc": "accuracy", "cola": "mcc",
 def machines(records):
   """The CPUs that ran the records (each folder's machine.json)."""
   found = set()
+  # Only this plan's folders (another plan's records may sit below).
   for path in glob.glob(os.path.join(records, "*", "**", "machine.json"),
                         recursive=True):
+    if os.path.relpath(path, records).split(os.sep)[0] not in (
+        "pretrain", "finetune", "cross_eval"):
+      continue
     with open(path) as f:
       found.add(json.load(f)["cpu"])
   return sorted(found) or ["CPU not recorded"]
@@ -112,7 +116,7 @@ def _spread(values):
   return f"{np.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}]"
 
 
-def pretraining_table(runs):
+def pretraining_table(runs, sides_note=None):
   lines = []
   # A run stopped before its last eval (a session's end) shows in the plot
   # only.
@@ -134,7 +138,7 @@ def pretraining_table(runs):
       "Held-out eval at every checkpoint: mean over pretraining seeds "
       "[min, max]; seeds: " + "; ".join(
           f"{side} {seeds[side]}" for side in PRETRAIN_SIDES) + pending +
-      ". `ours` has today's masking (a position masking picks twice gets "
+      ". " + (sides_note or "`ours` has today's masking (a position masking picks twice gets "
       "the original's floordiv-averaged generator sample, "
       "`repeated_positions: average`) and the truncated normal where the "
       "original's dense layers have no initializer (`dense_init: "
@@ -145,7 +149,7 @@ def pretraining_table(runs):
       "glorot_uniform there); these trained with `mixed_precision: auto`, "
       "bfloat16 on this CPU; `ours, float32` and `ours, float32, original "
       "dense init` are `ours` and the latter in float32, as the original "
-      "trains. \"ranges "
+      "trains.") + " \"ranges "
       "overlap\": a side's seed range shares a value with the original's "
       "(with one seed a side, a range is a point and this says nothing); "
       "Welch's t-test (scipy) over the seeds at the last step. The "
@@ -271,7 +275,7 @@ def finetuning_table(scores, floors):
   return lines
 
 
-def plot(runs, cpus, path):
+def plot(runs, cpus, path, shape="Tiny ELECTRA"):
   import matplotlib  # only here: the tables need no plotting library
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
@@ -300,7 +304,7 @@ def plot(runs, cpus, path):
     ax.set_xlabel("pretraining step")
     ax.grid(alpha=0.3)
   axes.flat[0].legend()
-  fig.suptitle("Tiny ELECTRA pretrained by the original release's code and "
+  fig.suptitle(f"{shape} pretrained by the original release's code and "
                "by ours (same TFRecords and hparams; held-out eval)")
   fig.text(0.5, 0.005, "; ".join(cpus),
            ha="center", fontsize=8)
@@ -311,21 +315,28 @@ def plot(runs, cpus, path):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("records")
+  parser.add_argument("--plan", default="benchmarks/original_parity/"
+                      "plan.json", help="the plan the records ran (named "
+                      "in results.md; its shape titles the plot)")
   parser.add_argument("--output-dir", default="",
                       help="where results.md and the plot go (default: "
                       "RECORDS)")
   args = parser.parse_args(argv)
   out = args.output_dir or args.records
+  with open(args.plan) as f:
+    plan = json.load(f)
+  shape = ("Tiny ELECTRA" if "tiny_sizes" in plan else
+           "ELECTRA-Small's shape")
   os.makedirs(out, exist_ok=True)
   runs = read_pretraining(args.records)
   scores = read_finetuning(args.records)
   lines = ["# The original release's code and ours, whole runs side by side",
            "", "Regenerate: `python benchmarks/original_parity/"
-           "collect_parity.py results/original_parity` (hparams: "
-           "`benchmarks/original_parity/plan.json`). Ran on: "
+           f"collect_parity.py {args.records}` (hparams: "
+           f"`{args.plan}`). Ran on: "
            + "; ".join(machines(args.records)) + ".", "",
            "## Pretraining", ""]
-  lines += pretraining_table(runs)
+  lines += pretraining_table(runs, plan.get("sides_note"))
   lines += cross_eval_table(args.records, runs)
   lines += ["", "![curves](pretrain_curves.png)", "", "## Fine-tuning"]
   floors_path = os.path.join(args.records, "finetune", "baselines.json")
@@ -337,7 +348,7 @@ def main(argv=None):
   with open(os.path.join(out, "results.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
   plot(runs, machines(args.records),
-       os.path.join(out, "pretrain_curves.png"))
+       os.path.join(out, "pretrain_curves.png"), shape)
   print("\n".join(lines))
   return 0
 
