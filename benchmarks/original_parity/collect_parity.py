@@ -23,6 +23,9 @@ import sys
 import numpy as np
 from scipy import stats
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
 SIDES = ("original", "ours")
 # Our pretraining runs: with today's default (repeated_positions average,
 # the original's), and those made before it with the first slot's sample.
@@ -56,12 +59,11 @@ HEADLINE = {"rte": "accuracy", "mrpc": "accuracy", "cola": "mcc",
 def machines(records):
   """The CPUs that ran the records (each folder's machine.json)."""
   found = set()
-  # Only this plan's folders (another plan's records may sit below).
-  for path in glob.glob(os.path.join(records, "*", "**", "machine.json"),
-                        recursive=True):
-    if os.path.relpath(path, records).split(os.sep)[0] not in (
-        "pretrain", "finetune", "cross_eval"):
-      continue
+  # This plan's folders only (another plan's records may sit below).
+  for path in [p for part in ("pretrain", "finetune", "cross_eval")
+               for p in glob.glob(os.path.join(records, part, "**",
+                                               "machine.json"),
+                                  recursive=True)]:
     with open(path) as f:
       found.add(json.load(f)["cpu"])
   return sorted(found) or ["CPU not recorded"]
@@ -116,7 +118,7 @@ def _spread(values):
   return f"{np.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}]"
 
 
-def pretraining_table(runs, sides_note=None):
+def pretraining_table(runs, sides_note):
   lines = []
   # A run stopped before its last eval (a session's end) shows in the plot
   # only.
@@ -138,18 +140,7 @@ def pretraining_table(runs, sides_note=None):
       "Held-out eval at every checkpoint: mean over pretraining seeds "
       "[min, max]; seeds: " + "; ".join(
           f"{side} {seeds[side]}" for side in PRETRAIN_SIDES) + pending +
-      ". " + (sides_note or "`ours` has today's masking (a position masking picks twice gets "
-      "the original's floordiv-averaged generator sample, "
-      "`repeated_positions: average`) and the truncated normal where the "
-      "original's dense layers have no initializer (`dense_init: "
-      "truncated_normal`, the default before); `ours, first slot` ran "
-      "before that masking, with the first slot's sample "
-      "(`repeated_positions: first`); `ours, original dense init` is "
-      "today's default in full (`dense_init: original`, TF1's "
-      "glorot_uniform there); these trained with `mixed_precision: auto`, "
-      "bfloat16 on this CPU; `ours, float32` and `ours, float32, original "
-      "dense init` are `ours` and the latter in float32, as the original "
-      "trains.") + " \"ranges "
+      ". " + sides_note + " \"ranges "
       "overlap\": a side's seed range shares a value with the original's "
       "(with one seed a side, a range is a point and this says nothing); "
       "Welch's t-test (scipy) over the seeds at the last step. The "
@@ -315,9 +306,10 @@ def plot(runs, cpus, path, shape="Tiny ELECTRA"):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("records")
-  parser.add_argument("--plan", default="benchmarks/original_parity/"
-                      "plan.json", help="the plan the records ran (named "
-                      "in results.md; its shape titles the plot)")
+  parser.add_argument("--plan", default=os.path.join(HERE, "plan.json"),
+                      help="the plan the records ran (named in results.md; "
+                      "its shape titles the plot, its sides_note says what "
+                      "our sides are)")
   parser.add_argument("--output-dir", default="",
                       help="where results.md and the plot go (default: "
                       "RECORDS)")
@@ -332,11 +324,12 @@ def main(argv=None):
   scores = read_finetuning(args.records)
   lines = ["# The original release's code and ours, whole runs side by side",
            "", "Regenerate: `python benchmarks/original_parity/"
-           f"collect_parity.py {args.records}` (hparams: "
-           f"`{args.plan}`). Ran on: "
+           f"collect_parity.py {os.path.relpath(args.records, REPO)}` "
+           "(hparams: "
+           f"`{os.path.relpath(args.plan, REPO)}`). Ran on: "
            + "; ".join(machines(args.records)) + ".", "",
            "## Pretraining", ""]
-  lines += pretraining_table(runs, plan.get("sides_note"))
+  lines += pretraining_table(runs, plan["sides_note"])
   lines += cross_eval_table(args.records, runs)
   lines += ["", "![curves](pretrain_curves.png)", "", "## Fine-tuning"]
   floors_path = os.path.join(args.records, "finetune", "baselines.json")

@@ -88,9 +88,15 @@ def _our_argv(plan, data_dir, name, seed, eval_only=False):
   hparams = dict(plan["pretrain"], objective="electra",
                  model_size=plan.get("model_size", "tiny"), seed=seed,
                  keep_checkpoint_max=100, iterations_per_loop=100)
-  if "tiny_sizes" not in plan:  # later plans: today's defaults throughout
-    return ["--data-dir", data_dir, "--model-name", name, "--hparams",
-            json.dumps(hparams)] + (["--no-do-train"] if eval_only else [])
+  if "tiny_sizes" in plan:  # later plans run today's defaults throughout
+    _tiny_variants(hparams, name)
+  argv = ["--data-dir", data_dir, "--model-name", name,
+          "--hparams", json.dumps(hparams)]
+  return argv + (["--no-do-train"] if eval_only else [])
+
+
+def _tiny_variants(hparams, name):
+  """The tiny plan's sides that differ from today's defaults, by name."""
   if name.startswith("ours_first_"):  # runs made before the default changed
     hparams["repeated_positions"] = "first"
   # "auto" trains in bfloat16 on a CPU with AVX512-BF16 or AMX; the
@@ -105,12 +111,9 @@ def _our_argv(plan, data_dir, name, seed, eval_only=False):
     hparams["model_hparam_overrides"] = {"dense_init": "original"}
   else:
     hparams["model_hparam_overrides"] = {"dense_init": "truncated_normal"}
-  argv = ["--data-dir", data_dir, "--model-name", name,
-          "--hparams", json.dumps(hparams)]
-  return argv + (["--no-do-train"] if eval_only else [])
 
 
-def pretrain_original(args, plan, seed, name):
+def pretrain_original(args, plan, seed, name, record):
   heldout = os.path.join(args.data_dir, "pretrain_tfrecords",
                          "heldout_data.tfrecord*")
   cmd = [args.original_python,
@@ -120,12 +123,11 @@ def pretrain_original(args, plan, seed, name):
          "--seed", str(seed), "--eval-tfrecords", heldout]
   subprocess.run(cmd, check=True)
   model_dir = os.path.join(args.data_dir, "models", name)
-  _copy_records(args, name[len(plan.get("run_prefix", "")):],
-                os.path.join(model_dir, "eval"),
+  _copy_records(args, record, os.path.join(model_dir, "eval"),
                 os.path.join(model_dir, "train_log.jsonl"))
 
 
-def pretrain_ours(args, plan, seed, name):
+def pretrain_ours(args, plan, seed, name, record):
   model_dir = os.path.join(args.data_dir, "models", name)
   os.makedirs(model_dir, exist_ok=True)
   log = os.path.join(model_dir, "stdout.log")
@@ -138,8 +140,7 @@ def pretrain_ours(args, plan, seed, name):
   subprocess.run([sys.executable, __file__, "_eval_ours",
                   "--data-dir", args.data_dir, "--name", name,
                   "--seed", str(seed), "--plan", args.plan], check=True)
-  _copy_records(args, name[len(plan.get("run_prefix", "")):],
-                os.path.join(model_dir, "eval"),
+  _copy_records(args, record, os.path.join(model_dir, "eval"),
                 os.path.join(model_dir, "train_log.jsonl"))
 
 
@@ -206,23 +207,20 @@ def _write_machine(folder):
       json.dump({"cpu": cpu_kind()}, f)
 
 
-def run_name(plan, side, seed):
-  """The run's folder under DATA_DIR/models (prefixed, so that plans share
-  a data folder) and, unprefixed, under RECORDS/pretrain."""
-  return plan.get("run_prefix", "") + f"{side}_seed{seed}"
-
-
 def pretrain(args):
   plan = load_plan(args.plan)
   for side, seed in plan["pretrain_runs"]:
-    name = run_name(plan, side, seed)
+    # Its folder in RECORDS/pretrain; in DATA_DIR/models prefixed, so that
+    # plans share a data folder.
+    record = f"{side}_seed{seed}"
+    name = plan.get("run_prefix", "") + record
     if args.only and name not in args.only.split(","):
       continue
     print(f"== {name}", flush=True)
     if side == "original":
-      pretrain_original(args, plan, seed, name)
+      pretrain_original(args, plan, seed, name, record)
     else:
-      pretrain_ours(args, plan, seed, name)
+      pretrain_ours(args, plan, seed, name, record)
 
 
 def finetune(args):
