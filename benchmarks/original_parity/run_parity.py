@@ -36,7 +36,8 @@ def load_plan(path=PLAN):
 def _original_hparams(plan):
   """Ours -> the original's spelling of the same model (its configure_
   pretraining has no tiny size: small with the tiny sizes overridden)."""
-  shared = plan["pretrain"]
+  # The plan's objective in the original's flags (plan_electric.json).
+  shared = dict(plan["pretrain"], **plan.get("original_hparams", {}))
   if "tiny_sizes" not in plan:  # a preset both codes have (plan_small.json)
     return dict(shared, model_size=plan["model_size"])
   return dict(shared, model_size="small",
@@ -85,10 +86,10 @@ def cross_eval(args):
 
 
 def _our_argv(plan, data_dir, name, seed, eval_only=False):
-  hparams = dict(plan["pretrain"], objective="electra",
+  hparams = dict(plan["pretrain"], objective=plan.get("objective", "electra"),
                  model_size=plan.get("model_size", "tiny"), seed=seed,
                  keep_checkpoint_max=100, iterations_per_loop=100)
-  if "tiny_sizes" in plan:  # later plans run today's defaults throughout
+  if "model_size" not in plan:  # later plans run today's defaults throughout
     _tiny_variants(hparams, name)
   argv = ["--data-dir", data_dir, "--model-name", name,
           "--hparams", json.dumps(hparams)]
