@@ -87,19 +87,25 @@ def log_prob_at(logits, ids):
   return ops.squeeze(picked, -1) - ops.logsumexp(logits, axis=-1)
 
 
-def electric_logits(energy, log_q, num_noise, num_tokens):
+def electric_logits(energy, log_q, log_noise_ratio):
   """Electric's binary "noise" logit (Electric paper sections 2.2, 2.5):
 
     E(x)_t + log(k q(x_t | context) / (n - k))
 
   energy, log_q [B, T] (log q of the token shown at t, gradient stopped);
-  num_noise k and num_tokens n are per sequence [B].
+  log_noise_ratio log(k / (n - k)): a number, or [B] (noise_log_ratio).
   """
+  ratio = ops.cast(log_noise_ratio, "float32")
+  if len(ops.shape(ratio)) == 1:
+    ratio = ops.expand_dims(ratio, -1)
+  return ops.cast(energy, "float32") + ops.stop_gradient(log_q) + ratio
+
+
+def noise_log_ratio(num_noise, num_tokens):
+  """log(k / (n - k)) of each row: k noise samples among n tokens [B]."""
   k = ops.cast(num_noise, "float32")
   n_minus_k = ops.maximum(ops.cast(num_tokens, "float32") - k, 1.0)
-  ratio = ops.log(ops.maximum(k, 1e-6)) - ops.log(n_minus_k)
-  return (ops.cast(energy, "float32") + ops.stop_gradient(log_q) +
-          ops.expand_dims(ratio, -1))
+  return ops.log(ops.maximum(k, 1e-6)) - ops.log(n_minus_k)
 
 
 def self_critic_logits(logits):

@@ -190,6 +190,8 @@ class Trainer(run_dir.HoldsLock):
         "input_mask_denominator": tf.reduce_sum(
             tf.cast(batch["input_mask"], tf.float32)),
     }
+    if "scoring_mask" in batch:  # Electric's cloze loss (candidates)
+      local["scoring_mask_denominator"] = tf.reduce_sum(batch["scoring_mask"])
     if self.num_replicas > 1:
       local = tf.distribute.get_replica_context().all_reduce("mean", local)
     return dict(batch, **local)

@@ -27,6 +27,7 @@ from tests.tiny_models import SEQ
 from tests.tiny_models import SPECIALS
 from tests.tiny_models import VOCAB
 from tests.tiny_models import make_batch
+from util.errors import UserError
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
@@ -467,18 +468,24 @@ def np_two_tower(model, features):
 
 
 def np_electric(model, features, sampled):
-  """Cloze MLE over every real token + Algorithm 2's NCE loss."""
+  """Cloze MLE over the candidates (or every real token) + Algorithm 2's
+  NCE loss, with the original's k / (n - k) = mask_prob / (1 - mask_prob)
+  (or each row's own)."""
   h = model.config
+  own = h.objective_hparams
   ids, mask = features["input_ids"], features["input_mask"]
   log_q_all = np_two_tower(model, features)
   cloze_nll = -np.take_along_axis(log_q_all, ids[..., None], -1)[..., 0]
-  cloze = np_mean(cloze_nll, mask)
+  cloze = np_mean(cloze_nll, features["scoring_mask"]
+                  if own["cloze_loss_tokens"] == "candidates" else mask)
   noised, picked = np_replace(ids, features, sampled)
   log_q = np.take_along_axis(log_q_all, noised[..., None], -1)[..., 0]
   energy = np_disc_head(model.discriminator_predictions,
                         np_encoder(model.pair.discriminator, noised, features))
   k = features["masked_lm_weights"].sum(-1)[:, None].astype(np.float64)
   n = features["input_mask"].sum(-1)[:, None].astype(np.float64)
+  if own["noise_ratio"] == "mask_prob":  # k / n = mask_prob in every row
+    k, n = np.full_like(k, h.mask_prob), np.ones_like(n)
   # log [k q / ((n - k) exp(-E) + k q)] and its complement, as in
   # Algorithm 2 step 3.
   log_kq = np.log(k) + log_q
@@ -494,10 +501,14 @@ def np_electric(model, features, sampled):
               energy=energy, nce_logits=energy + log_kq - np.log(n - k))
 
 
-def test_electric_losses_match_numpy():
-  """Electric: two-tower q, cloze MLE on every real token, NCE logit
-  E + log q(shown) + log(k / (n - k)), averaged over real tokens."""
-  model = make_model("electric")
+@pytest.mark.parametrize("own", [
+    {}, {"cloze_loss_tokens": "all", "noise_ratio": "per_sequence"}])
+def test_electric_losses_match_numpy(own):
+  """Electric: two-tower q, cloze MLE on the candidates (the original's; or
+  every real token), NCE logit E + log q(shown) + log(k / (n - k)) with the
+  original's k / n = mask_prob (or the row's own), averaged over real
+  tokens."""
+  model = make_model("electric", objective_hparams=own)
   f = make_batch()
   out = run(model, f)
   ref = np_electric(model, f, out["sampled_ids"])
@@ -510,6 +521,37 @@ def test_electric_losses_match_numpy():
   np.testing.assert_allclose(out["cloze_loss"], ref["cloze"], **TOL)
   np.testing.assert_allclose(out["nce_loss"], ref["nce"], **TOL)
   np.testing.assert_allclose(out["loss"], ref["loss"], rtol=1e-5, atol=1e-4)
+
+
+def test_electric_eval_reports_q_at_the_picked_positions_as_the_original():
+  """The original's Electric eval: masked_lm_loss / accuracy are q's at the
+  masked positions (a repeated pick counts twice), beside q over every
+  real token (cloze_*)."""
+  model = make_model("electric")
+  f = make_batch()
+  f["masked_lm_positions"][0, 2] = 2  # position 2 picked twice in row 0
+  out = run(model, f)
+  log_q_all = np_two_tower(model, f)
+  ids, w = f["input_ids"], f["masked_lm_weights"] > 0
+  nll = -np.take_along_axis(log_q_all, ids[..., None], -1)[..., 0]
+  correct = log_q_all.argmax(-1) == ids
+  rows, cols = np.nonzero(w)
+  at = f["masked_lm_positions"][rows, cols]
+  metrics = model.eval_metrics(dict(out, nce_loss=out["nce_loss"][None]))
+  np.testing.assert_allclose(metrics["masked_lm_loss"],
+                             nll[rows, at].mean(), rtol=1e-4)
+  assert metrics["masked_lm_accuracy"] == correct[rows, at].mean()
+  real = f["input_mask"] > 0
+  np.testing.assert_allclose(metrics["cloze_loss"], nll[real].mean(),
+                             rtol=1e-4)
+
+
+def test_electric_hparams_are_checked():
+  with pytest.raises(UserError, match="cloze_loss_tokens must be one of "
+                     "candidates, all, got 'every'"):
+    hparams("electric", objective_hparams={"cloze_loss_tokens": "every"})
+  with pytest.raises(UserError, match="unknown hparam 'noise'"):
+    hparams("electric", objective_hparams={"noise": "mask_prob"})
 
 
 def test_electric_q_never_sees_the_token_it_predicts():
@@ -582,7 +624,7 @@ def test_electric_cloze_gradient_equals_full_cross_entropy():
     out = model(f, training=False)
     logits, _ = model.pair.generator(f, None, training=False)
     reference = losses.weighted_mean(
-        -losses.log_softmax_at(logits, f["input_ids"]), f["input_mask"])
+        -losses.log_softmax_at(logits, f["input_ids"]), f["scoring_mask"])
   np.testing.assert_allclose(out["cloze_loss"], reference, **TOL)
   ours = grads(tape, out["cloze_loss"], variables)
   theirs = grads(tape, reference, variables)

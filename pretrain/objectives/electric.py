@@ -8,7 +8,12 @@ E(x)_t enters the binary classifier as E(x)_t + log(k q(x_t | context) /
 (n - k)) (section 2.5), with no gradient into q through that term. Every
 sampled position is noise, even where the sample equals the original
 (Algorithm 2). Its pseudo-log-likelihood takes one pass: sum_t -E(x)_t.
+
+Where the paper leaves room, the original release's choices are the
+defaults (ElectricHparams; docs/mirroring.md).
 """
+
+import dataclasses
 
 import numpy as np
 from keras import ops
@@ -26,6 +31,20 @@ from pretrain.objectives.electra import discriminator_export_head
 from pretrain.objectives.mlm import check_learned_generator
 from pretrain.objectives.pair import Pair
 from pretrain.sampling import sample_from_softmax
+from util.config import check_choice
+
+
+@dataclasses.dataclass
+class ElectricHparams:
+  # q's MLE loss over "candidates" (every real token but [CLS]/[SEP], the
+  # original's get_candidates_mask) or "all" real tokens.
+  cloze_loss_tokens: str = "candidates"
+  # log(k / (n - k)) in the NCE logit: "mask_prob" is the original's
+  # log(mask_prob / (1 - mask_prob)) for every row; "per_sequence" the row's
+  # own k noise samples and n tokens (section 2.5's k and n).
+  noise_ratio: str = "mask_prob"
+  CHOICES = {"cloze_loss_tokens": ("candidates", "all"),
+             "noise_ratio": ("mask_prob", "per_sequence")}
 
 
 class ElectricModel(PretrainingModel):
@@ -33,11 +52,13 @@ class ElectricModel(PretrainingModel):
   a two-tower generator, and the NCE classifier."""
 
   NAMES = ("electric",)
+  HPARAMS = ElectricHparams
   PLL_METHOD = "electric"  # one pass: sum_t -E(x)_t
   LOG_KEYS = ("loss", "cloze_loss", "nce_loss", "cloze_accuracy",
               "nce_accuracy", "nce_skill")
   EVAL_KEYS = ("cloze_correct", "cloze_nll", "nce_probs", "nce_labels",
-               "input_mask", "pll_tokens", "scoring_mask")
+               "input_mask", "pll_tokens", "scoring_mask", "masked_cloze_nll",
+               "masked_cloze_correct", "masked_lm_weights")
 
   def __init__(self, config, disc_config, **kwargs):
     super().__init__(config, **kwargs)
@@ -53,6 +74,9 @@ class ElectricModel(PretrainingModel):
   def check_config(cls, config):
     check_learned_generator(config)
     Pair.check_config(config)
+    for name, choices in ElectricHparams.CHOICES.items():
+      check_choice(f"objective_hparams {name}",
+                   config.objective_hparams[name], choices)
 
   @classmethod
   def flops_parts(cls, config, disc, gen):
@@ -96,7 +120,14 @@ class ElectricModel(PretrainingModel):
     cloze_logits = ops.cast(cloze_logits, "float32")
     log_z = ops.logsumexp(cloze_logits, axis=-1)
     cloze_nll = log_z - own_logit
-    cloze_loss = losses.weighted_mean(cloze_nll, input_mask, mask_denominator)
+    own = self.own_hparams
+    if own.cloze_loss_tokens == "candidates":
+      cloze_loss = losses.weighted_mean(
+          cloze_nll, features["scoring_mask"],
+          features.get("scoring_mask_denominator"))
+    else:
+      cloze_loss = losses.weighted_mean(cloze_nll, input_mask,
+                                        mask_denominator)
 
     # Algorithm 2: k noise samples in one pass, at the picked positions.
     sampled = sample_from_softmax(gather_positions(cloze_logits, positions),
@@ -116,8 +147,12 @@ class ElectricModel(PretrainingModel):
     cloze_correct = ops.cast(
         logits[..., 0] >= ops.max(cloze_logits, axis=-1), "float32")
     energy = self.energy(noised_ids, features, training)
-    nce_logits = losses.electric_logits(
-        energy, log_q, ops.sum(weights, axis=-1), ops.sum(input_mask, axis=-1))
+    if own.noise_ratio == "mask_prob":
+      ratio = float(np.log(config.mask_prob / (1 - config.mask_prob)))
+    else:
+      ratio = losses.noise_log_ratio(ops.sum(weights, axis=-1),
+                                     ops.sum(input_mask, axis=-1))
+    nce_logits = losses.electric_logits(energy, log_q, ratio)
     nce_labels = ops.cast(replaced, "float32") * input_mask
     nce_loss, token_losses = losses.replaced_token_detection_loss(
         nce_logits, nce_labels, input_mask, mask_denominator)
@@ -133,6 +168,10 @@ class ElectricModel(PretrainingModel):
                                             input_mask),
         "cloze_correct": cloze_correct,
         "cloze_nll": cloze_nll,
+        # q at the picked positions: the original's masked_lm metrics.
+        "masked_cloze_nll": gather_positions(cloze_nll, positions),
+        "masked_cloze_correct": gather_positions(cloze_correct, positions),
+        "masked_lm_weights": weights,
         "energy": energy,
         "log_q": log_q,
         "nce_logits": nce_logits,
@@ -164,6 +203,10 @@ class ElectricModel(PretrainingModel):
     out["nce_loss"] = float(np.mean(arrays["nce_loss"]))
     out["cloze_accuracy"] = float(np.mean(arrays["cloze_correct"][mask]))
     out["cloze_loss"] = float(np.mean(arrays["cloze_nll"][mask]))
+    picked = arrays["masked_lm_weights"] > 0  # a repeat counts twice
+    out["masked_lm_accuracy"] = float(np.mean(
+        arrays["masked_cloze_correct"][picked]))
+    out["masked_lm_loss"] = float(np.mean(arrays["masked_cloze_nll"][picked]))
     out.update(pll_metrics(arrays["pll_tokens"], scoring))
     return out
 
