@@ -121,13 +121,7 @@ class ElectricModel(PretrainingModel):
     log_z = ops.logsumexp(cloze_logits, axis=-1)
     cloze_nll = log_z - own_logit
     own = self.own_hparams
-    if own.cloze_loss_tokens == "candidates":
-      cloze_loss = losses.weighted_mean(
-          cloze_nll, features["scoring_mask"],
-          features.get("scoring_mask_denominator"))
-    else:
-      cloze_loss = losses.weighted_mean(cloze_nll, input_mask,
-                                        mask_denominator)
+    cloze_loss = cloze_mle_loss(own, cloze_nll, features)
 
     # Algorithm 2: k noise samples in one pass, at the picked positions.
     sampled = sample_from_softmax(gather_positions(cloze_logits, positions),
@@ -147,12 +141,9 @@ class ElectricModel(PretrainingModel):
     cloze_correct = ops.cast(
         logits[..., 0] >= ops.max(cloze_logits, axis=-1), "float32")
     energy = self.energy(noised_ids, features, training)
-    if own.noise_ratio == "mask_prob":
-      ratio = float(np.log(config.mask_prob / (1 - config.mask_prob)))
-    else:
-      ratio = losses.noise_log_ratio(ops.sum(weights, axis=-1),
-                                     ops.sum(input_mask, axis=-1))
-    nce_logits = losses.electric_logits(energy, log_q, ratio)
+    nce_logits = losses.electric_logits(
+        energy, log_q, log_noise_ratio(own, config.mask_prob, weights,
+                                       input_mask))
     nce_labels = ops.cast(replaced, "float32") * input_mask
     nce_loss, token_losses = losses.replaced_token_detection_loss(
         nce_logits, nce_labels, input_mask, mask_denominator)
@@ -218,3 +209,20 @@ def pll_metrics(pll_tokens, scoring_mask):
                                  max(scoring_mask.sum(), 1.0)),
           "pll_per_sequence": float(per_sequence.mean())}
 
+
+def cloze_mle_loss(own, cloze_nll, features):
+  """q's MLE loss: the mean NLL over the tokens own.cloze_loss_tokens
+  names (global denominators where the trainer gives them)."""
+  if own.cloze_loss_tokens == "candidates":
+    return losses.weighted_mean(cloze_nll, features["scoring_mask"],
+                                features.get("scoring_mask_denominator"))
+  return losses.weighted_mean(cloze_nll, features["input_mask"],
+                              features.get("input_mask_denominator"))
+
+
+def log_noise_ratio(own, mask_prob, weights, input_mask):
+  """log(k / (n - k)) of the NCE logit: a number (the original's) or [B]."""
+  if own.noise_ratio == "mask_prob":
+    return float(np.log(mask_prob / (1 - mask_prob)))
+  return losses.noise_log_ratio(ops.sum(weights, axis=-1),
+                                ops.sum(input_mask, axis=-1))

@@ -3,7 +3,7 @@
 Run once, by hand, outside CI (CI cannot fetch the original):
 
   python tests/reference/record_original.py /path/to/extracted/electra \
-      [--items 1,2,3,4,5,6,7] [--shared /work/shared/data]
+      [--items 1,2,3,4,5,6,7,8] [--shared /work/shared/data]
 
 under a Python whose TensorFlow has `tensorflow.compat.v1`, plus tf-slim
 (for `tensorflow.contrib.layers`) and tf-keras (for `tf.compat.v1.layers`).
@@ -690,6 +690,78 @@ def record_optimizer(tf, shared):
   _dump_json("optimizer.json", meta)
 
 
+# ------------------------------------------------------------ item 8
+def record_electric_losses(tf, shared):
+  """The original's Electric losses on a tiny model (its PretrainingModel
+  with electric_objective, eval mode), with what they were computed from:
+  q's per-token NLL and the weights over it, log q of each shown token, the
+  energy head's output and the final NCE logits. Captured by wrapping its
+  get_softmax_output and reading its graph; its math is untouched."""
+  import configure_pretraining  # pylint: disable=g-import-not-at-top
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(68)
+  ids = rng.integers(104, ELECTRIC_VOCAB, size=(3, 16)).astype(np.int32)
+  mask = np.ones_like(ids)
+  segs = np.zeros_like(ids)
+  ids[:, 0] = 101  # [CLS]
+  ids[0, 15] = 102  # [SEP]
+  ids[1, 9], ids[1, 10:], mask[1, 10:] = 102, 0, 0
+  ids[2, 6], ids[2, 15], segs[2, 7:] = 102, 102, 1
+  captured = []
+  original = run_pretraining.get_softmax_output
+
+  def capture(*args, **kwargs):
+    captured.append(original(*args, **kwargs))
+    return captured[-1]
+  run_pretraining.get_softmax_output = capture
+  with tempfile.TemporaryDirectory() as data_dir:
+    config = configure_pretraining.PretrainingConfig(
+        "electric", data_dir, electra_objective=False, electric_objective=True,
+        two_tower_generator=True, model_size="small", vocab_size=ELECTRIC_VOCAB,
+        embedding_size=32, max_seq_length=16, mask_prob=MASK_PROB,
+        model_hparam_overrides=dict(hidden_size=64, num_hidden_layers=1,
+                                    num_attention_heads=1,
+                                    intermediate_size=128),
+        vocab_file=os.path.join(shared, "vocab", "bert-base-uncased-vocab.txt"))
+    graph = tf.Graph()
+    with graph.as_default():
+      tf.set_random_seed(68)
+      features = {"input_ids": tf.constant(ids),
+                  "input_mask": tf.constant(mask),
+                  "segment_ids": tf.constant(segs)}
+      model = run_pretraining.PretrainingModel(config, features, False)
+      cloze = captured[0]  # _get_cloze_outputs' call comes first
+      disc_scope = "discriminator_predictions/"
+      (energy,) = [op.outputs[0] for op in graph.get_operations()
+                   if op.name.startswith(disc_scope) and op.type == "Squeeze"]
+      (log_q,) = [op.outputs[0] for op in graph.get_operations()
+                  if op.name.startswith(disc_scope)
+                  and op.type == "StopGradient"]
+      metric_fn, values = model.eval_metrics
+      names = ("input_ids", "masked_lm_preds", "mlm_loss", "masked_lm_ids",
+               "masked_lm_weights", "input_mask", "disc_loss", "disc_labels",
+               "disc_probs")
+      evals = dict(zip(names, values))
+      fetch = {"cloze_nll": cloze.per_example_loss,
+               "cloze_weights": cloze.weights, "cloze_loss": cloze.loss,
+               "energy": energy, "log_q": log_q,
+               "nce_logits": evals["disc_probs"].op.inputs[0],
+               "nce_labels": evals["disc_labels"],
+               "nce_loss_per_row": evals["disc_loss"],
+               "total_loss": model.total_loss}
+      with tf.Session(graph=graph) as sess:
+        sess.run(tf.global_variables_initializer())
+        out = sess.run(fetch)
+  run_pretraining.get_softmax_output = original
+  _dump_npz("electric_losses.npz", input_ids=ids, input_mask=mask,
+            segment_ids=segs, mask_prob=np.float32(MASK_PROB),
+            gen_weight=np.float32(config.gen_weight),
+            disc_weight=np.float32(config.disc_weight), **out)
+
+
+ELECTRIC_VOCAB = 200  # past [CLS] 101, [SEP] 102, [MASK] 103 of the vocab
+
+
 ITEMS = {
     "1": [record_masking],
     "2": [record_stsb],
@@ -698,13 +770,14 @@ ITEMS = {
     "5": [record_learning_rate],
     "6": [record_gelu_and_logits],
     "7": [record_optimizer],
+    "8": [record_electric_losses],
 }
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("original", help="extracted google-research/electra")
-  parser.add_argument("--items", default="1,2,3,4,5,6,7")
+  parser.add_argument("--items", default="1,2,3,4,5,6,7,8")
   parser.add_argument("--shared", default="/work/shared/data")
   parser.add_argument("--draws", type=int, default=1000)
   args = parser.parse_args()
