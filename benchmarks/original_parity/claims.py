@@ -44,7 +44,7 @@ def tost_p(a, b, margin):
 
 
 def _seeds(runs, side, step, key):
-  return [collect_parity.value(side, run["eval"][step], key)
+  return [collect_parity.value(side, run["eval"][step], (key, "", key))
           for _, run in sorted(runs[side].items())]
 
 

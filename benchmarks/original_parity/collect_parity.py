@@ -37,10 +37,13 @@ OURS = {"ours": "ours", "ours_first": "ours, first slot",
         "ours_origdense_fp32": "ours, float32, original dense init",
         "ours_origdense": "ours, original dense init (today's default)"}
 PRETRAIN_SIDES = ("original",) + tuple(OURS)
-EVAL_METRICS = (("disc_auc", "discriminator AUC"),
-                ("disc_loss", "discriminator loss"),
-                ("masked_lm_accuracy", "generator MLM accuracy"),
-                ("masked_lm_loss", "generator MLM loss"))
+# (the original's key, title, ours' key); a plan's "eval_metrics" names
+# its objective's (plan_electric.json).
+EVAL_METRICS = (("disc_auc", "discriminator AUC", "disc_auc"),
+                ("disc_loss", "discriminator loss", "disc_loss"),
+                ("masked_lm_accuracy", "generator MLM accuracy",
+                 "masked_lm_accuracy"),
+                ("masked_lm_loss", "generator MLM loss", "masked_lm_loss"))
 # The original's records hold its own metrics and, for the discriminator,
 # ours' definitions computed from its outputs (original_pretrain.py): the
 # tables compare like with like.
@@ -48,10 +51,12 @@ LIKE_OURS = {"disc_auc": "disc_auc_real_tokens",
              "disc_loss": "disc_loss_real_tokens"}
 
 
-def value(side, result, key):
+def value(side, result, metric):
+  key, _, ours_key = metric
   if side == "original":
     key = LIKE_OURS.get(key, key) if LIKE_OURS.get(key) in result else key
-  return result[key]
+    return result[key]
+  return result[ours_key]
 HEADLINE = {"rte": "accuracy", "mrpc": "accuracy", "cola": "mcc",
             "sts": "spearman"}
 
@@ -118,7 +123,7 @@ def _spread(values):
   return f"{np.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}]"
 
 
-def pretraining_table(runs, sides_note):
+def pretraining_table(runs, sides_note, metrics=EVAL_METRICS):
   lines = []
   # A run stopped before its last eval (a session's end) shows in the plot
   # only.
@@ -149,13 +154,14 @@ def pretraining_table(runs, sides_note):
       "computed for the original from its own outputs; its records also "
       "keep its own `disc_auc` (`tf.metrics.auc`: 200 thresholds, padding "
       "counted as negatives scored 0) and `disc_loss` (a mean of row means).")
-  for key, title in EVAL_METRICS:
+  for metric in metrics:
+    key, title, _ = metric
     header = "| step | original |" + "".join(
         f" {OURS[side]} | - original | overlap |" for side in ours)
     lines += ["", f"**{title}** (`{key}`)", "", header,
               "|---|---|" + "---|---|---|" * len(ours)]
     for step in steps:
-      values = {side: [value(side, runs[side][s]["eval"][step], key)
+      values = {side: [value(side, runs[side][s]["eval"][step], metric)
                        for s in seeds[side]] for side in shown}
       row = f"| {step} | {_spread(values['original'])} |"
       for side in ours:
@@ -206,7 +212,7 @@ def cross_eval_table(records, runs):
               "(ours - original, per seed) and the paired t-test (scipy).",
               "", "| metric | original | ours | ours - original, per seed |"
               " paired p |", "|---|---|---|---|---|"]
-    for key, title in EVAL_METRICS:
+    for key, title, _ in EVAL_METRICS:
       a = [found[s][key] for s in seeds]
       b = [ours[s]["eval"][step][key] for s in seeds]
       diffs = [y - x for x, y in zip(a, b)]
@@ -266,23 +272,25 @@ def finetuning_table(scores, floors):
   return lines
 
 
-def plot(runs, cpus, path, shape="Tiny ELECTRA"):
+def plot(runs, cpus, path, shape="Tiny ELECTRA", metrics=EVAL_METRICS):
   import matplotlib  # only here: the tables need no plotting library
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
-  panels = list(EVAL_METRICS[:3]) + [("train", "training loss (mean of "
-                                      "100 steps)")]
+  panels = list(metrics[:3]) + [("train", "training loss (mean of "
+                                 "100 steps)", "")]
   fig, axes = plt.subplots(2, 2, figsize=(10, 7))
   colors = {"original": "tab:blue", "ours": "tab:orange",
             "ours_first": "tab:gray", "ours_fp32": "tab:green",
             "ours_origdense_fp32": "tab:red", "ours_origdense": "tab:purple"}
-  for ax, (key, title) in zip(axes.flat, panels):
+  for ax, metric in zip(axes.flat, panels):
+    key, title, _ = metric
     for side in PRETRAIN_SIDES:
       seeds = sorted(runs.get(side, {}))
       for i, seed in enumerate(seeds):
         run = runs[side][seed]
         series = (run["train"] if key == "train" else
-                  {s: value(side, r, key) for s, r in run["eval"].items()})
+                  {s: value(side, r, metric)
+                   for s, r in run["eval"].items()})
         steps = sorted(series)
         done = sum(1 for s in seeds if runs[side][s]["eval"])
         label = (f"{OURS.get(side, side)} ({done} pretraining seeds"
@@ -317,8 +325,9 @@ def main(argv=None):
   out = args.output_dir or args.records
   with open(args.plan) as f:
     plan = json.load(f)
-  shape = ("Tiny ELECTRA" if "tiny_sizes" in plan else
-           "ELECTRA-Small's shape")
+  shape = plan.get("shape") or ("Tiny ELECTRA" if "tiny_sizes" in plan else
+                                "ELECTRA-Small's shape")
+  metrics = [tuple(m) for m in plan.get("eval_metrics", EVAL_METRICS)]
   os.makedirs(out, exist_ok=True)
   runs = read_pretraining(args.records)
   scores = read_finetuning(args.records)
@@ -329,7 +338,7 @@ def main(argv=None):
            f"`{os.path.relpath(args.plan, REPO)}`). Ran on: "
            + "; ".join(machines(args.records)) + ".", "",
            "## Pretraining", ""]
-  lines += pretraining_table(runs, plan["sides_note"])
+  lines += pretraining_table(runs, plan["sides_note"], metrics)
   lines += cross_eval_table(args.records, runs)
   lines += ["", "![curves](pretrain_curves.png)", "", "## Fine-tuning"]
   floors_path = os.path.join(args.records, "finetune", "baselines.json")
@@ -341,7 +350,7 @@ def main(argv=None):
   with open(os.path.join(out, "results.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
   plot(runs, machines(args.records),
-       os.path.join(out, "pretrain_curves.png"), shape)
+       os.path.join(out, "pretrain_curves.png"), shape, metrics)
   print("\n".join(lines))
   return 0
 
