@@ -88,7 +88,8 @@ def cross_eval(args):
 def _our_argv(plan, data_dir, name, seed, eval_only=False):
   hparams = dict(plan["pretrain"], objective=plan.get("objective", "electra"),
                  model_size=plan.get("model_size", "tiny"), seed=seed,
-                 keep_checkpoint_max=100, iterations_per_loop=100)
+                 keep_checkpoint_max=100, iterations_per_loop=100,
+                 **plan.get("our_hparams", {}))
   if "model_size" not in plan:  # later plans run today's defaults throughout
     _tiny_variants(hparams, name)
   argv = ["--data-dir", data_dir, "--model-name", name,
