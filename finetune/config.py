@@ -149,6 +149,10 @@ class FinetuningConfig:
   # to this, not to max_seq_length (finetune/padding.py): the same losses,
   # less padding. 0 (or >= max_seq_length): every batch at max_seq_length.
   pad_to_multiple: int = 16
+  # Windows of this many training batches sorted by length and shuffled
+  # (finetune/length_groups.py; transformers' group_by_length uses 50): less
+  # padding, other rows sharing a batch. 0: the original's batches.
+  group_by_length: int = 0
   # What runs evaluation and --do-predict (inference/engine.py): auto
   # (OpenVINO for a split of 1024+ rows, else TensorFlow), openvino or
   # tensorflow (the reference); its precision: auto = bfloat16 where the
@@ -215,7 +219,7 @@ class FinetuningConfig:
       "layerwise_lr_decay": "(0, 1]", "weight_decay_rate": ">= 0",
       "warmup_proportion": "[0, 1)", "num_train_epochs": "> 0",
       "train_batch_size": ">= 1", "eval_batch_size": ">= 1",
-      "pad_to_multiple": ">= 0",
+      "pad_to_multiple": ">= 0", "group_by_length": ">= 0",
       "adam_epsilon": "> 0", "adam_beta1": "[0, 1)", "adam_beta2": "[0, 1)",
       "clip_norm": ">= 0", "log_every_steps": ">= 1", "doc_stride": ">= 1",
       "max_query_length": ">= 1", "n_best_size": ">= 1",

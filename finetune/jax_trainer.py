@@ -26,6 +26,7 @@ import keras
 import numpy as np
 
 from finetune import arrays as arrays_lib
+from finetune import length_groups
 from finetune import padding
 from finetune.model import FinetuningModel
 from finetune.model import set_encoder_weights
@@ -219,8 +220,10 @@ class JaxFinetuner:
     model = self._seeded[seed]
     set_encoder_weights(model.encoder, encoder_weights)
     state = self._state(model)
-    order = batch_rows(seed, self.rows["train"], config.train_batch_size, 0,
-                       self.num_steps)
+    order = length_groups.group_rows(
+        batch_rows(seed, self.rows["train"], config.train_batch_size, 0,
+                   self.num_steps),
+        self.num_tokens["train"], config.group_by_length, seed)
     start = time.time()
     losses = []
     for first in range(0, self.num_steps, self.chunk):

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from finetune import bam
 from finetune import data_layout
+from finetune import length_groups
 from finetune import padding
 from finetune.featurization import limit
 from finetune.featurization import model_inputs
@@ -101,6 +102,10 @@ class TaskData:
     ds = ds.shuffle(len(features["input_ids"]), seed=seed,
                     reshuffle_each_iteration=True).repeat()
     ds = ds.batch(batch_size, drop_remainder=True)
+    if self.config.group_by_length:  # finetune/length_groups.py
+      ds = ds.batch(self.config.group_by_length).enumerate().map(
+          length_groups.tf_grouper(self.config.group_by_length, seed)
+      ).unbatch()
     multiple = padding.multiple_for(self.config,
                                     features["input_ids"].shape[-1])
     if multiple:
