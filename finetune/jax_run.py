@@ -94,41 +94,13 @@ def find_pretrained(config):
 
 def encoder_weights(pretrained, config):
   """{name: array} of the encoder to start from, as
-  model.pretrained_encoder_weights gives it. One of our TensorFlow runs is
-  read by name (a tf.train.Checkpoint cannot hold JAX-backed variables):
-  the names training/checkpointing.py saves under (variable_keys,
-  stored_name)."""
-  # pylint: disable=g-import-not-at-top
-  from finetune.model import pretrained_encoder_weights
-  from finetune.model import source_encoder
-  from interop.weights import encoder_slots
-  from pretrain.objectives import build_model
-  if pretrained.source is not None:
-    return pretrained_encoder_weights(pretrained, config)
-  tf = _import_tensorflow()
-  from training.checkpointing import stored_name
-  from training.checkpointing import variable_keys
-  pretrain_config = pretrained.config
-  counts = (np.ones(pretrain_config.vocab_size)
-            if pretrain_config.unigram_generator else None)
-  model = build_model(pretrain_config, counts, ())
-  model.build_variables()
-  try:
-    reader = tf.train.load_checkpoint(pretrained.checkpoint)
-  except (tf.errors.OpError, ValueError) as e:
-    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-    raise UserError(f"cannot restore checkpoint {pretrained.checkpoint}: "
-                    f"{first}") from None
-  stored = reader.get_variable_to_shape_map()
-  for key, variable in variable_keys(model.variables).items():
-    name = stored_name("model", key)
-    if name in stored:
-      variable.assign(reader.get_tensor(name))
-    elif variable.trainable:
-      raise UserError(f"cannot restore checkpoint {pretrained.checkpoint}: "
-                      f"it has no {variable.path}")
-  return {slot.name: np.asarray(slot.value()) for slot in
-          encoder_slots(source_encoder(model, config.init_from))}
+  model.pretrained_encoder_weights gives it (one of our TensorFlow runs
+  read by name: loading/runs.py read_by_name)."""
+  from finetune.model import pretrained_encoder_weights  # pylint: disable=g-import-not-at-top
+  if pretrained.source is None:
+    _import_tensorflow()  # its one clear line when TensorFlow is missing
+  return {k: np.asarray(v) for k, v in
+          pretrained_encoder_weights(pretrained, config).items()}
 
 
 class RowsRead:

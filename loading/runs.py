@@ -94,6 +94,10 @@ def restore_model(pretrained, token_counts=None, special_ids=(), need=()):
   if pretrained.source is None:
     # TensorFlow only for our TF checkpoints: the JAX slot imports this
     # module to read .npz weights (finetune/jax_trainer.py).
+    import keras
+    if keras.backend.backend() == "jax":
+      read_by_name(model, pretrained.checkpoint)
+      return model
     from training.checkpointing import make_checkpoint
     from training.checkpointing import read_checkpoint
     read_checkpoint(make_checkpoint(model), pretrained.checkpoint)
@@ -101,3 +105,32 @@ def restore_model(pretrained, token_counts=None, special_ids=(), need=()):
   import_weights(model, pretrained.source.weights(),
                  source=pretrained.checkpoint, require=need)
   return model
+
+
+def read_by_name(model, checkpoint):
+  """Our TensorFlow run's weights into a model whose variables a
+  tf.train.Checkpoint cannot hold (JAX-backed): by the names
+  training/checkpointing.py saves them under; TensorFlow only reads."""
+  from util.tf_quiet import import_tensorflow
+  try:
+    tf = import_tensorflow()
+  except ImportError:
+    raise UserError(f"{checkpoint} is a TensorFlow checkpoint: reading it "
+                    "needs TensorFlow installed (or its run's .npz weights, "
+                    "interop/npz_weights.py)") from None
+  from training.checkpointing import stored_name
+  from training.checkpointing import variable_keys
+  try:
+    reader = tf.train.load_checkpoint(checkpoint)
+  except (tf.errors.OpError, ValueError) as e:
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+    raise UserError(f"cannot restore checkpoint {checkpoint}: {first}"
+                    ) from None
+  stored = reader.get_variable_to_shape_map()
+  for key, variable in variable_keys(model.variables).items():
+    name = stored_name("model", key)
+    if name in stored:
+      variable.assign(reader.get_tensor(name))
+    elif variable.trainable:
+      raise UserError(f"cannot restore checkpoint {checkpoint}: it has no "
+                      f"{variable.path}")

@@ -28,6 +28,8 @@ from pretrain import run_dir
 from pretrain.jax_trainer import JaxTrainer
 from pretrain.jax_trainer import count_params
 from interop import npz_weights
+from interop.weights import import_weights
+from loading.sources import open_source
 from training import npz_checkpoints
 from training.heartbeat import Heartbeat
 from training.preemption import Preempted
@@ -47,9 +49,6 @@ def check_supported(config):
                     "KERAS_BACKEND=jax every local device (TPU cores too) "
                     "trains with strategy default, and several hosts join "
                     "with jax.distributed (docs/distributed.md)")
-  if config.init_checkpoint:
-    raise UserError("init_checkpoint is read by the TensorFlow path only: "
-                    "unset KERAS_BACKEND to use it")
 
 
 def devices(config):
@@ -93,6 +92,20 @@ def restore(trainer, path):
   like = dict(zip(trainer.STATE, trainer.state))  # shapes: no copy made
   groups = npz_checkpoints.load(path, like)
   trainer.load_state(groups, npz_checkpoints.step_of(path))
+
+
+def initialise(trainer, path):
+  """Weights (no optimizer state) from any format loading/sources.py
+  reads, as the TensorFlow path's Trainer._initialise: our runs of either
+  backend, the TF1 release, transformers, KerasHub, .keras, a fine-tuned
+  model; every network of this model must be there with its shapes."""
+  source = open_source(path)
+  weights = source.weights()
+  import_weights(trainer.model, weights, source=path,
+                 require=trainer.model.networks())
+  trainer.take_model_weights()
+  print(f"initialised weights from {path} ({source.kind}: "
+        f"{', '.join(weights)})", flush=True)
 
 
 def write_weights(trainer, config):
@@ -146,6 +159,8 @@ class JaxRun(run_dir.HoldsLock):
     if latest:
       restore(trainer, latest)
       print(f"resuming from {latest}", flush=True)
+    elif config.init_checkpoint:
+      initialise(trainer, config.init_checkpoint)
     self._commit()  # nothing is written before this point
     total = config.num_train_steps
     if trainer.step >= total:
@@ -213,6 +228,8 @@ class JaxRun(run_dir.HoldsLock):
       raise UserError(f"eval_checkpoint not found: {path}")
     if path:
       restore(trainer, path)
+    elif config.init_checkpoint:
+      initialise(trainer, config.init_checkpoint)
     else:
       print("note: no checkpoint in model_dir; evaluating initial weights")
     with Heartbeat("evaluating (the first call compiles the eval step)"):

@@ -255,6 +255,14 @@ class JaxTrainer:
                        for name in self.STATE)
     self.step = step
 
+  def take_model_weights(self):
+    """Trains on from the Keras model's weights as they are now (assigned
+    by import_weights), the optimizer's state as it was."""
+    self.state = tuple(
+        [self._replicated(v.value) for v in variables] for variables in (
+            self.model.trainable_variables,
+            self.model.non_trainable_variables)) + (self.state[2],)
+
   # ----------------------------------------------------------- compile
   def lower(self, chunk):
     """The jitted chunk of `chunk` steps and the eval step, traced and

@@ -242,6 +242,30 @@ def test_the_weights_fine_tune_under_jax(data_dir, reference):
   assert len(trials) == 1 and 0 <= trials[0]["rte"]["accuracy"] <= 100
 
 
+def test_init_checkpoint_starts_from_those_weights(data_dir, reference):
+  """init_checkpoint under JAX (loading/sources.py's formats; here a JAX
+  run's .npz weights): a run evaluated from it, untrained, scores the
+  generator as the run it came from on the same held-out masks (the
+  discriminator sees other samples: the sampler's seed state is no
+  weight), and far from fresh weights."""
+  model_dir, _ = reference
+  out = run(data_dir, "from_whole", "--no-do-train", "--do-eval",
+            "--hparams", json.dumps({"init_checkpoint": model_dir}))
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert f"initialised weights from {model_dir} (npz: " in out.stdout
+  results = [json.load(open(os.path.join(d, "eval_results.json")))
+             for d in (model_dir, os.path.join(data_dir, "models",
+                                               "from_whole"))]
+  for key in ("masked_lm_loss", "masked_lm_accuracy"):
+    assert results[1][key] == pytest.approx(results[0][key], abs=1e-6), key
+  fresh = run(data_dir, "fresh_eval", "--no-do-train", "--do-eval")
+  assert fresh.returncode == 0, fresh.stderr[-3000:]
+  untrained = json.load(open(os.path.join(data_dir, "models", "fresh_eval",
+                                          "eval_results.json")))
+  assert abs(untrained["masked_lm_loss"] - results[0]["masked_lm_loss"]) > 0.1
+  assert results[1]["disc_auc"] - untrained["disc_auc"] > 0.1
+
+
 def test_tensorflow_only_options_are_one_line(data_dir):
   out = run(data_dir, "tpu", "--hparams", '{"strategy": "tpu"}')
   assert out.returncode != 0
