@@ -36,6 +36,9 @@ FORMAT = "electra-pretraining-arrays"
 COLUMNS = ("input_ids", "num_tokens", "segment_a")
 
 
+TOKEN_COUNTS = "token_counts.json"  # beside the arrays, for unigram runs
+
+
 class Arrays:
   """A loaded folder: `meta` (dict) and, per split, {column: array}."""
 
@@ -52,6 +55,23 @@ class Arrays:
 
   def num_examples(self, split="train"):
     return len(self.splits[split]["input_ids"])
+
+  def token_counts(self):
+    """The training data's per-id counts (a unigram generator's), as
+    build_pretraining_dataset.py counted them; exported beside the arrays."""
+    name = self.meta.get("token_counts")
+    if not name:
+      raise UserError(f"{self.path or 'the arrays'} were exported without "
+                      "the dataset's token counts (token_counts.txt), which "
+                      "unigram_generator needs: export them again from "
+                      "TFRecords that have them")
+    counts = np.asarray(json.loads(storage.read_text(
+        os.path.join(self.path, name))), np.int64)
+    if counts.shape != (self.meta["vocab_size"],):
+      raise UserError(f"{os.path.join(self.path, name)} holds "
+                      f"{counts.size} counts for a vocabulary of "
+                      f"{self.meta['vocab_size']}")
+    return counts
 
   def check(self, config):
     """Fills config.vocab_size from the arrays; a mismatch is a UserError
@@ -255,6 +275,15 @@ def export(config, out_dir, max_train_mb=40.0, max_heldout_examples=4096,
          "train_tokens": int(train["num_tokens"].astype(np.int64).sum()),
          "heldout_examples": int(len(heldout["input_ids"])),
          "file_bytes": sizes}
+  if config.unigram_generator or meta.get("token_counts_file"):
+    try:
+      counts = data.load_token_counts(meta)
+    except UserError:
+      counts = None  # a unigram run says so when it starts
+    if counts is not None:
+      storage.write_text_atomic(os.path.join(out_dir, TOKEN_COUNTS),
+                                json.dumps([int(c) for c in counts]))
+      out["token_counts"] = TOKEN_COUNTS
   storage.write_text_atomic(os.path.join(out_dir, META),
                             json.dumps(portable(out), indent=2) + "\n")
   return out

@@ -69,9 +69,6 @@ class JaxTrainer:
     if keras.backend.backend() != "jax":
       raise UserError("the JAX driver needs KERAS_BACKEND=jax")
     arrays.check(config)
-    if config.unigram_generator:
-      raise UserError("unigram_generator needs the dataset's token counts: "
-                      "use run_pretraining.py (TensorFlow)")
     self.devices = list(devices or jax.devices())
     n = len(self.devices)
     for name in ("train_batch_size", "eval_batch_size"):
@@ -88,7 +85,8 @@ class JaxTrainer:
     keras.distribution.set_distribution(self.distribution)
     keras.utils.set_random_seed(config.seed)
     special = arrays.meta["special_ids"]
-    self.model = build_model(config, None, special.values())
+    counts = arrays.token_counts() if config.unigram_generator else None
+    self.model = build_model(config, counts, special.values())
     self.model.build_variables()
     if self.model.schedule_boundaries():
       raise UserError(f"{config.training_algorithm} training switches what "

@@ -31,7 +31,14 @@ VARIANTS = {
     "share_all": dict(weight_sharing="all", generator_hidden_size=1.0),
     "adversarial": dict(training_algorithm="adversarial"),
     "lite": dict(cross_layer_sharing=True),
+    "unigram": dict(unigram_generator=True),
 }
+
+
+def token_counts(kwargs):
+  """A unigram generator's counts (vocab 60; ids 0-4 special): skewed."""
+  return (np.arange(60, 0, -1) ** 2 if kwargs.get("unigram_generator")
+          else None)
 
 JAX_SCRIPT = textwrap.dedent("""
     import json, sys
@@ -39,11 +46,13 @@ JAX_SCRIPT = textwrap.dedent("""
     import keras
     assert keras.backend.backend() == "jax", keras.backend.backend()
     from tests.tiny_models import electra_hparams
+    from tests.test_jax_backend import token_counts
     from pretrain.objectives import build_model
     jobs, features_path = json.loads(sys.argv[1]), sys.argv[2]
     features = dict(np.load(features_path))
     for name, (kwargs, weights_path, out_path) in jobs.items():
-      model = build_model(electra_hparams(**kwargs))
+      model = build_model(electra_hparams(**kwargs), token_counts(kwargs),
+                          range(5))
       model.build_variables()
       model.load_weights(weights_path)
       out = model(features, training=False)
@@ -74,7 +83,8 @@ def jax_and_tf_outputs(tmp_path_factory):
   jobs, tf_outputs, features = {}, {}, None
   for name, kwargs in VARIANTS.items():
     kwargs = dict(kwargs, **ARGMAX)
-    model = build_model(electra_hparams(**kwargs))
+    model = build_model(electra_hparams(**kwargs), token_counts(kwargs),
+                        range(5))
     model.build_variables()
     features = features if features is not None else features_for(model)
     weights = str(tmp / f"{name}.weights.h5")

@@ -266,6 +266,22 @@ def test_init_checkpoint_starts_from_those_weights(data_dir, reference):
   assert results[1]["disc_auc"] - untrained["disc_auc"] > 0.1
 
 
+def test_a_unigram_generator_trains_from_the_exported_counts(data_dir,
+                                                              reference):
+  """The arrays carry the dataset's token counts (token_counts.txt, as
+  build_pretraining_dataset.py wrote them), which a unigram run reads."""
+  out = run(data_dir, "unigram", "--hparams",
+            json.dumps({"unigram_generator": True, "num_train_steps": 10}))
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "| loss " in out.stdout
+  tfrecords = os.path.join(data_dir, "pretrain_tfrecords")
+  with open(os.path.join(tfrecords, "token_counts.txt")) as f:
+    counted = [int(line) for line in f.read().split()]
+  with open(os.path.join(data_dir, "pretrain_arrays",
+                         "token_counts.json")) as f:
+    assert json.load(f) == counted
+
+
 def test_tensorflow_only_options_are_one_line(data_dir):
   out = run(data_dir, "tpu", "--hparams", '{"strategy": "tpu"}')
   assert out.returncode != 0

@@ -97,3 +97,11 @@ def test_each_epoch_visits_every_example_once():
   # Any step's batch without the ones before (what a chunk asks for).
   np.testing.assert_array_equal(arrays.batch_rows(7, n, batch, 3, 2),
                                 rows[12:20].reshape(2, batch))
+
+
+def test_arrays_without_token_counts_say_so_for_a_unigram_run():
+  from util.errors import UserError
+  loaded = arrays.Arrays({"vocab_size": 60}, {}, "/some/pretrain_arrays")
+  with pytest.raises(UserError, match="/some/pretrain_arrays were exported "
+                     "without the dataset's token counts"):
+    loaded.token_counts()
