@@ -58,7 +58,7 @@ def value(side, result, metric):
     return result[key]
   return result[ours_key]
 HEADLINE = {"rte": "accuracy", "mrpc": "accuracy", "cola": "mcc",
-            "sts": "spearman"}
+            "sts": "spearman", "squadv1": "f1"}
 
 
 def machines(records):
@@ -107,7 +107,7 @@ def read_finetuning(records):
   pattern = os.path.join(records, "finetune", "*.json")
   for path in sorted(glob.glob(pattern)):
     match = re.fullmatch(
-        r"(original|ours|ours_orighead)_lr([0-9.e-]+)_([a-z]+)_seed(\d+)"
+        r"(original|ours|ours_orighead)_lr([0-9.e-]+)_([a-z0-9]+)_seed(\d+)"
         r"\.json", os.path.basename(path))
     if not match:
       continue

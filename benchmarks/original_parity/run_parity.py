@@ -255,6 +255,27 @@ def finetune(args):
                          FINETUNE_DENSE_INIT[side])
 
 
+def squad_split(args):
+  """DATA_DIR/finetuning_data/squadv1/{train,dev}.json: the SQuAD 1.1 dev
+  set we hold, split by article (plan["squad_split"]: every held_out_every-
+  th article, from the first, is the dev side; the rest trains), the same
+  files for both codes."""
+  spec = load_plan(args.plan)["squad_split"]
+  with open(spec["source"].replace("$SHARED", args.shared)) as f:
+    squad = json.load(f)
+  every = spec["held_out_every"]
+  parts = {"train": [a for i, a in enumerate(squad["data"]) if i % every],
+           "dev": [a for i, a in enumerate(squad["data"]) if not i % every]}
+  out = os.path.join(args.data_dir, "finetuning_data", "squadv1")
+  os.makedirs(out, exist_ok=True)
+  for split, articles in parts.items():
+    questions = sum(len(p["qas"]) for a in articles for p in a["paragraphs"])
+    with open(os.path.join(out, f"{split}.json"), "w") as f:
+      json.dump({"version": squad["version"], "data": articles}, f)
+    print(f"squadv1 {split}: {len(articles)} articles, {questions} "
+          "questions", flush=True)
+
+
 def baselines(args):
   """RECORDS/finetune/baselines.json: each task's no-text baseline (the
   training set's majority class; finetune/baselines.py), the floor the
@@ -316,7 +337,8 @@ def _finetune_ours(args, spec, model_dir, lr, task, outs, work, dense_init):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("phase", choices=["pretrain", "finetune", "baselines",
-                                        "cross_eval", "_eval_ours"])
+                                        "cross_eval", "squad_split",
+                                        "_eval_ours"])
   # The original's checkout and its venv (tests/reference/README.md).
   parser.add_argument("--original", default=os.environ.get("ORIG_ELECTRA"))
   parser.add_argument("--original-python", default=os.environ.get(
@@ -327,6 +349,9 @@ def main():
                       default=os.path.join(REPO, "results", "original_parity"))
   parser.add_argument("--name", help="_eval_ours: the run")
   parser.add_argument("--seed", type=int, default=1)
+  parser.add_argument("--shared", default=os.path.join(
+      os.path.dirname(REPO), "shared", "data"),
+                      help="squad_split: the shared data folder")
   parser.add_argument("--plan", default=PLAN)
   parser.add_argument("--only", default="",
                       help="pretrain: these runs only, e.g. ours_seed2 (a "
@@ -346,6 +371,8 @@ def main():
     baselines(args)
   elif args.phase == "cross_eval":
     cross_eval(args)
+  elif args.phase == "squad_split":
+    squad_split(args)
   else:
     eval_ours(args)
 
