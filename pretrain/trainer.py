@@ -197,14 +197,7 @@ class Trainer(run_dir.HoldsLock):
     return dict(batch, **local)
 
   def _grads(self, batch):
-    """Forward + backward on one replica's batch."""
-    with tf.GradientTape() as tape:
-      outputs = self.model(batch, training=True)
-      loss = self.update.scale_loss(outputs["loss"] / self.num_replicas)
-    variables = self.model.variables_to_train()
-    grads = tape.gradient(loss, variables)
-    logs = {k: tf.cast(outputs[k], tf.float32) for k in self.model.LOG_KEYS}
-    return grads, logs
+    return replica_grads(self.model, self.update, batch, self.num_replicas)
 
   def _replica_step(self, batch):
     grads, logs = self._grads_fn(self._with_global_denominators(batch))
@@ -428,6 +421,18 @@ class Trainer(run_dir.HoldsLock):
       for k, v in results.items():
         tf.summary.scalar(k, v)
     return results
+
+
+def replica_grads(model, update, batch, num_replicas=1):
+  """Forward + backward on one replica's batch: (grads of
+  model.variables_to_train(), the LOG_KEYS), as the train step takes them
+  to update.apply."""
+  with tf.GradientTape() as tape:
+    outputs = model(batch, training=True)
+    loss = update.scale_loss(outputs["loss"] / num_replicas)
+  grads = tape.gradient(loss, model.variables_to_train())
+  logs = {k: tf.cast(outputs[k], tf.float32) for k in model.LOG_KEYS}
+  return grads, logs
 
 
 def count_params(model):

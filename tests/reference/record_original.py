@@ -3,7 +3,7 @@
 Run once, by hand, outside CI (CI cannot fetch the original):
 
   python tests/reference/record_original.py /path/to/extracted/electra \
-      [--items 1,2,3,4,5,6,7,8] [--shared /work/shared/data]
+      [--items 1,2,3,4,5,6,7,8,9] [--shared /work/shared/data]
 
 under a Python whose TensorFlow has `tensorflow.compat.v1`, plus tf-slim
 (for `tensorflow.contrib.layers`) and tf-keras (for `tf.compat.v1.layers`).
@@ -759,6 +759,128 @@ def record_electric_losses(tf, shared):
             disc_weight=np.float32(config.disc_weight), **out)
 
 
+# ------------------------------------------------------------ item 9
+STEPS_SIZES = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=1,
+                   intermediate_size=128, max_position_embeddings=32,
+                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+# The weights kept after the last step: the shared token table, the
+# generator's output bias, a kernel of each network and the detector's.
+STEPS_FINAL = ("electra/embeddings/word_embeddings",
+               "generator_predictions/output_bias",
+               "generator/encoder/layer_1/output/dense/kernel",
+               "electra/encoder/layer_1/attention/self/query/kernel",
+               "discriminator_predictions/dense_1/kernel")
+STEPS_RUN = dict(steps=30, batch=8, seq=32, learning_rate=1e-3, warmup=5)
+
+
+def record_electra_steps(tf, shared):
+  """30 whole ELECTRA training steps of the original (its PretrainingModel
+  and create_optimizer, a tiny model without dropout, sampling at
+  temperature 1e-6 so each sample is the generator's argmax), from
+  weights of its own init rounded to float16 (kept: the run starts from
+  exactly them), on fixed batches: per step its masked inputs, samples and
+  losses, and the weights after the last step's update. Captured by
+  wrapping its pretrain_helpers.mask and _get_fake_data. schedule_offset:
+  1 when its first update (at lr(0) = 0) moved the weights, i.e. its
+  global_step increment ran before the learning rate read it."""
+  import configure_pretraining  # pylint: disable=g-import-not-at-top
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  from pretrain import pretrain_helpers  # pylint: disable=g-import-not-at-top
+  r = STEPS_RUN
+  rng = np.random.default_rng(69)
+  ids = rng.integers(104, ELECTRIC_VOCAB, size=(r["steps"], r["batch"],
+                                                r["seq"])).astype(np.int32)
+  mask = np.ones_like(ids)
+  segs = np.zeros_like(ids)
+  ids[:, :, 0] = 101
+  ids[:, :, -1] = 102
+  lengths = rng.integers(8, r["seq"], size=(r["steps"], r["batch"]))
+  for s in range(r["steps"]):
+    for b in range(0, r["batch"], 2):  # every other row padded
+      n = lengths[s, b]
+      ids[s, b, n - 1], ids[s, b, n:], mask[s, b, n:] = 102, 0, 0
+    segs[s, 1::2, r["seq"] // 2:] = 1
+    ids[s, 1::2, r["seq"] // 2 - 1] = 102
+  captured = {}
+  model_cls = run_pretraining.PretrainingModel
+  methods = {"fake": "_get_fake_data", "mlm": "_get_masked_lm_output",
+             "disc": "_get_discriminator_output"}
+  originals = {k: getattr(model_cls, m) for k, m in methods.items()}
+  mask_fn = pretrain_helpers.mask
+
+  def capture_mask(*args, **kwargs):
+    captured["masked"] = mask_fn(*args, **kwargs)
+    return captured["masked"]
+
+  def capturing(key):
+    def method(self, *args, **kwargs):
+      captured[key] = originals[key](self, *args, **kwargs)
+      return captured[key]
+    return method
+  pretrain_helpers.mask = capture_mask
+  for key, name in methods.items():
+    setattr(model_cls, name, capturing(key))
+  with tempfile.TemporaryDirectory() as data_dir:
+    config = configure_pretraining.PretrainingConfig(
+        "steps", data_dir, model_size="small", vocab_size=ELECTRIC_VOCAB,
+        embedding_size=32, max_seq_length=r["seq"], mask_prob=MASK_PROB,
+        temperature=1e-6, learning_rate=r["learning_rate"],
+        num_train_steps=r["steps"], num_warmup_steps=r["warmup"],
+        model_hparam_overrides=STEPS_SIZES,
+        vocab_file=os.path.join(shared, "vocab", "bert-base-uncased-vocab.txt"))
+    graph = tf.Graph()
+    with graph.as_default():
+      tf.set_random_seed(69)
+      placeholders = {k: tf.placeholder(tf.int32, ids.shape[1:])
+                      for k in ("input_ids", "input_mask", "segment_ids")}
+      spec = run_pretraining.model_fn_builder(config)(placeholders, None,
+                                                      "train", {})
+      masked, fake = captured["masked"], captured["fake"]
+      model_vars = [v for v in tf.global_variables()
+                    if "adam" not in v.op.name and "global_step" not in
+                    v.op.name]
+      fetch = {"masked_input_ids": masked.input_ids,
+               "masked_lm_positions": masked.masked_lm_positions,
+               "masked_lm_ids": masked.masked_lm_ids,
+               "masked_lm_weights": masked.masked_lm_weights,
+               "sampled_input_ids": fake.inputs.input_ids,
+               "disc_labels": fake.is_fake_tokens, "total_loss": spec.loss,
+               "mlm_loss": captured["mlm"].loss,
+               "disc_loss": captured["disc"].loss}
+      with tf.Session(graph=graph) as sess:
+        sess.run(tf.global_variables_initializer())
+        initial = {}
+        for v in model_vars:
+          initial[v.op.name] = sess.run(v).astype(np.float16)
+          v.load(initial[v.op.name].astype(np.float32), sess)
+        steps = collections.defaultdict(list)
+        for s in range(r["steps"]):
+          feed = {placeholders["input_ids"]: ids[s],
+                  placeholders["input_mask"]: mask[s],
+                  placeholders["segment_ids"]: segs[s]}
+          out, _ = sess.run([fetch, spec.train_op], feed)
+          for k, v in out.items():
+            steps[k].append(v)
+          if s == 0:  # lr(0) is 0: did the first update move anything?
+            table = [v for v in model_vars if v.op.name == STEPS_FINAL[0]][0]
+            offset = int(np.abs(sess.run(table) - initial[STEPS_FINAL[0]]
+                                ).max() > 0)
+        final = {v.op.name: sess.run(v) for v in model_vars
+                 if v.op.name in STEPS_FINAL}
+  pretrain_helpers.mask = mask_fn
+  for key, name in methods.items():
+    setattr(model_cls, name, originals[key])
+  _dump_npz("electra_steps.npz", input_ids=ids, input_mask=mask,
+            segment_ids=segs,
+            run=np.array(json.dumps(dict(r, sizes=STEPS_SIZES,
+                                         schedule_offset=offset,
+                                         embedding_size=32,
+                                         vocab_size=ELECTRIC_VOCAB))),
+            **{k: np.stack(v) for k, v in steps.items()},
+            **{"initial:" + k: v for k, v in initial.items()},
+            **{"final:" + k: v for k, v in final.items()})
+
+
 ELECTRIC_VOCAB = 200  # past [CLS] 101, [SEP] 102, [MASK] 103 of the vocab
 
 
@@ -771,13 +893,14 @@ ITEMS = {
     "6": [record_gelu_and_logits],
     "7": [record_optimizer],
     "8": [record_electric_losses],
+    "9": [record_electra_steps],
 }
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("original", help="extracted google-research/electra")
-  parser.add_argument("--items", default="1,2,3,4,5,6,7,8")
+  parser.add_argument("--items", default="1,2,3,4,5,6,7,8,9")
   parser.add_argument("--shared", default="/work/shared/data")
   parser.add_argument("--draws", type=int, default=1000)
   args = parser.parse_args()
