@@ -197,7 +197,8 @@ class JaxRun(run_dir.HoldsLock):
         with Heartbeat(what):
           sums, finite = trainer.advance(n, total)
           finite = float(finite)
-        if finite < n and not config.skip_nonfinite_steps:
+        # Fatal unless skipped (skips_nonfinite), or if every step was.
+        if finite < n and not (trainer.skips_nonfinite() and finite > 0):
           raise UserError(
               f"non-finite loss or gradients at steps {step + 1}-"
               f"{trainer.step}; nothing saved past step {step} (try a lower"

@@ -49,9 +49,6 @@ def resolve_precision(config, devices):
   if config.mixed_precision == "auto":
     return ("bfloat16" if devices[0].platform in ("gpu", "cuda", "tpu")
             else "float32")
-  if config.mixed_precision == "float16":
-    raise UserError("mixed_precision float16 needs loss scaling, which the "
-                    "JAX driver does not do: use bfloat16 or float32")
   return config.mixed_precision
 
 
@@ -77,7 +74,8 @@ class JaxTrainer:
                         f"by the {n} devices")
     self.precision = resolve_precision(config, self.devices)
     keras.mixed_precision.set_dtype_policy(
-        {"float32": "float32", "bfloat16": "mixed_bfloat16"}[self.precision])
+        {"float32": "float32", "bfloat16": "mixed_bfloat16",
+         "float16": "mixed_float16"}[self.precision])
     self.distribution = None
     if n > 1:
       self.distribution = keras.distribution.DataParallel(
@@ -93,13 +91,23 @@ class JaxTrainer:
                       "trains mid-run: use run_pretraining.py (TensorFlow)")
     # A float learning rate is an optimizer variable, which the step sets
     # from the shared schedule with a traced number of total steps.
-    self.optimizer = optimization.create_optimizer(
+    inner = optimization.create_optimizer(
         config, schedule=float(config.learning_rate))
-    optimization.build_optimizer(self.optimizer,
-                                 self.model.trainable_variables)
-    names = [v.name for v in self.optimizer.variables]
-    self._lr_index = names.index("learning_rate")
-    self._iteration_index = names.index("iteration")
+    optimization.build_optimizer(inner, self.model.trainable_variables)
+    self.optimizer = inner
+    if self.precision == "float16":  # dynamic loss scaling, as on TF
+      self.optimizer = keras.optimizers.LossScaleOptimizer(inner)
+      self.optimizer.build(self.model.trainable_variables)
+    # The schedule sets the inner optimizer's rate from its own step count
+    # (applied steps only under loss scaling, as TensorFlow's).
+    offset = len(self.optimizer.variables) - len(inner.variables)
+    names = [v.name for v in inner.variables]
+    self._lr_index = offset + names.index("learning_rate")
+    self._iteration_index = offset + names.index("iteration")
+    self._scale_index = None
+    if self.optimizer is not inner:
+      self._scale_index = next(i for i, v in enumerate(self.optimizer.variables)
+                               if v is self.optimizer.dynamic_scale)
     self.mask_config = masking.config_from(config, arrays.meta)
     self.log_keys = tuple(self.model.LOG_KEYS)
     self.eval_keys = self.log_keys + tuple(self.model.EVAL_KEYS)
@@ -159,15 +167,20 @@ class JaxTrainer:
     features = self._features("train", rows,
                               self.train_key if key is None else key, step)
 
+    # float16: the loss (so its gradients) carries the dynamic scale; the
+    # loss-scale optimizer divides it out, or skips the step and halves it.
+    loss_scale = (jnp.float32(1.0) if self._scale_index is None else
+                  opt_vars[self._scale_index].astype(jnp.float32))
+
     def loss_fn(trainable, fixed):
       outputs, fixed = model.stateless_call(trainable, fixed, features,
                                             training=True)
       logs = {k: outputs[k].astype(jnp.float32) for k in self.log_keys}
-      return outputs["loss"], (fixed, logs)
+      return outputs["loss"].astype(jnp.float32) * loss_scale, (fixed, logs)
 
     (_, (fixed, logs)), grads = jax.value_and_grad(
         loss_fn, has_aux=True)(trainable, fixed)
-    norm = _global_norm(grads)
+    norm = _global_norm(grads) / loss_scale  # of the unscaled gradients
     if config.clip_norm > 0:  # tf.clip_by_global_norm, as the TF driver
       scale = config.clip_norm / jnp.maximum(norm, config.clip_norm)
       grads = [g * scale.astype(g.dtype) for g in grads]
@@ -181,7 +194,8 @@ class JaxTrainer:
     new_trainable, new_opt = self.optimizer.stateless_apply(
         opt_vars, grads, trainable)
     finite = jnp.isfinite(norm)
-    if config.skip_nonfinite_steps:  # keep the weights; the step counts
+    if config.skip_nonfinite_steps and self._scale_index is None:
+      # keep the weights; the step counts (loss scaling skips on its own)
       keep = lambda new, old: [jnp.where(finite, a, b)  # noqa: E731
                                for a, b in zip(new, old)]
       new_trainable = keep(new_trainable, trainable)
@@ -238,6 +252,11 @@ class JaxTrainer:
                                                total_steps)
     self.step += steps
     return sums, finite
+
+  def skips_nonfinite(self):
+    """Whether a non-finite step is skipped rather than fatal: when asked,
+    and always under float16's loss scaling (as on TensorFlow)."""
+    return self.config.skip_nonfinite_steps or self.precision == "float16"
 
   STATE = ("trainable", "non_trainable", "optimizer")
 

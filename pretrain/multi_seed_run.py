@@ -92,7 +92,8 @@ class MultiSeedRun:
         for i, (k, log, writer) in enumerate(zip(self.seeds, logs_of,
                                                  writers)):
           done = float(finite[i])
-          if done < n and not config.skip_nonfinite_steps:
+          if done < n and not (multi.trainers[i].skips_nonfinite() and
+                               done > 0):
             raise UserError(
                 f"seed {k}: non-finite loss or gradients at steps "
                 f"{step + 1}-{multi.step}; nothing saved past step {step} "

@@ -282,6 +282,26 @@ def test_a_unigram_generator_trains_from_the_exported_counts(data_dir,
     assert json.load(f) == counted
 
 
+def test_float16_trains_with_dynamic_loss_scaling(data_dir):
+  """float16 under JAX: Keras' LossScaleOptimizer, as on TensorFlow (the
+  scale lives in the checkpoint), the logged norms and losses unscaled."""
+  out = run(data_dir, "fp16", "--hparams",
+            json.dumps({"mixed_precision": "float16"}))
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "(float16, 1 device(s)" in out.stdout
+  losses = [float(m) for m in re.findall(r"\| loss ([0-9.]+)", out.stdout)]
+  assert len(losses) == STEPS // 10 and losses[-1] < losses[0]
+  assert 5 < losses[0] < 100  # the loss, not the loss times 2^15
+  # The optimizer's scalars: the loss scaler's (step count, scale) and the
+  # inner optimizer's (applied steps, lr). Each overflowing step halves
+  # 2^15 and is not applied: halvings + applied steps = all 40.
+  saved = state(os.path.join(data_dir, "models", "fp16"))
+  scalars = [float(saved[f"optimizer/{i}"]) for i in range(6)]
+  scale, applied = scalars[3], scalars[4]
+  halvings = np.log2(2.0 ** 15 / scale)
+  assert halvings == int(halvings) and halvings + applied == STEPS
+
+
 def test_tensorflow_only_options_are_one_line(data_dir):
   out = run(data_dir, "tpu", "--hparams", '{"strategy": "tpu"}')
   assert out.returncode != 0
