@@ -29,7 +29,6 @@ from pretrain.jax_trainer import JaxTrainer
 from pretrain.jax_trainer import count_params
 from interop import npz_weights
 from interop.weights import import_weights
-from loading.sources import open_source
 from training import npz_checkpoints
 from training.heartbeat import Heartbeat
 from training.preemption import Preempted
@@ -99,6 +98,7 @@ def initialise(trainer, path):
   reads, as the TensorFlow path's Trainer._initialise: our runs of either
   backend, the TF1 release, transformers, KerasHub, .keras, a fine-tuned
   model; every network of this model must be there with its shapes."""
+  from loading.sources import open_source  # pylint: disable=g-import-not-at-top (only when asked)
   source = open_source(path)
   weights = source.weights()
   import_weights(trainer.model, weights, source=path,
