@@ -150,7 +150,11 @@ class PretrainingConfig:
   # runs that a session end or a kill stops, superseded by the next save.
   save_checkpoints_secs: int = 0
   num_eval_steps: int = 100
-  shuffle_buffer_size: int = 10000
+  # The training data's order, as the original's get_input_fn reads it:
+  # shards interleaved this many at a time, records shuffled in a buffer of
+  # this many (before 2026-12-02 ours: 16 and 10000; docs/mirroring.md).
+  input_cycle_length: int = 4
+  shuffle_buffer_size: int = 100
   input_sharding: str = "files"  # workers split "files", or slice "batches"
   skip_corrupt_records: bool = False  # read damaged shards up to the damage
 
@@ -184,7 +188,8 @@ class PretrainingConfig:
       "iterations_per_loop": ">= 1", "log_every_steps": ">= 0",
       "save_checkpoints_steps": ">= 1", "keep_checkpoint_max": ">= 1",
       "save_checkpoints_secs": ">= 0", "num_eval_steps": ">= 1",
-      "shuffle_buffer_size": ">= 1", "num_gpus": ">= 0",
+      "shuffle_buffer_size": ">= 1", "input_cycle_length": ">= 1",
+      "num_gpus": ">= 0",
       "intra_op_threads": ">= 0", "inter_op_threads": ">= 0"}
 
   @property

@@ -200,7 +200,10 @@ def make_dataset(config, meta, batch_size, is_training=True,
     # With skip_corrupt_records a damaged shard simply ends at its damage.
     return records.ignore_errors() if config.skip_corrupt_records else records
 
-  ds = ds.interleave(read, cycle_length=min(len(files), 16),
+  # Training reads input_cycle_length shards at a time (the original's
+  # order); eval reads them all, in order, as before.
+  cycle = min(len(files), config.input_cycle_length if is_training else 16)
+  ds = ds.interleave(read, cycle_length=cycle,
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   if shard_files and len(files) < num_pipelines:
     ds = ds.shard(num_pipelines, pipeline_id)  # too few files: by record
