@@ -35,7 +35,9 @@ SIDES = ("original", "ours")
 OURS = {"ours": "ours", "ours_first": "ours, first slot",
         "ours_fp32": "ours, float32",
         "ours_origdense_fp32": "ours, float32, original dense init",
-        "ours_origdense": "ours, original dense init (today's default)"}
+        "ours_origdense": "ours, original dense init",
+        "ours_origorder_fp32": "ours, float32, original dense init and data "
+                               "order"}
 PRETRAIN_SIDES = ("original",) + tuple(OURS)
 # (the original's key, title, ours' key); a plan's "eval_metrics" names
 # its objective's (plan_electric.json).
@@ -80,7 +82,7 @@ def read_pretraining(records):
   for folder in sorted(glob.glob(os.path.join(records, "pretrain", "*"))):
     match = re.fullmatch(
         r"(original|ours|ours_first|ours_fp32|ours_origdense_fp32|"
-        r"ours_origdense)_seed(\d+)",
+        r"ours_origdense|ours_origorder_fp32)_seed(\d+)",
         os.path.basename(folder))
     if not match:
       continue
@@ -281,7 +283,8 @@ def plot(runs, cpus, path, shape="Tiny ELECTRA", metrics=EVAL_METRICS):
   fig, axes = plt.subplots(2, 2, figsize=(10, 7))
   colors = {"original": "tab:blue", "ours": "tab:orange",
             "ours_first": "tab:gray", "ours_fp32": "tab:green",
-            "ours_origdense_fp32": "tab:red", "ours_origdense": "tab:purple"}
+            "ours_origdense_fp32": "tab:red", "ours_origdense": "tab:purple",
+            "ours_origorder_fp32": "tab:brown"}
   for ax, metric in zip(axes.flat, panels):
     key, title, _ = metric
     for side in PRETRAIN_SIDES:

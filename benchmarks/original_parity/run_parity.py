@@ -109,10 +109,14 @@ def _tiny_variants(hparams, name):
   # initializer (embeddings_project, the discriminator's output layer):
   # the default since these runs; the runs before it had the truncated
   # normal there, and say so to reproduce.
-  if "_origdense_" in name:
+  if "_origdense_" in name or "_origorder_" in name:
     hparams["model_hparam_overrides"] = {"dense_init": "original"}
   else:
     hparams["model_hparam_overrides"] = {"dense_init": "truncated_normal"}
+  # The original's order of the training data, the default since
+  # 2026-12-02 (the plan's our_hparams pin the old one for the rest).
+  if "_origorder_" in name:
+    hparams.update(input_cycle_length=4, shuffle_buffer_size=100)
 
 
 def pretrain_original(args, plan, seed, name, record):
