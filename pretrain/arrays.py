@@ -275,11 +275,11 @@ def export(config, out_dir, max_train_mb=40.0, max_heldout_examples=4096,
          "train_tokens": int(train["num_tokens"].astype(np.int64).sum()),
          "heldout_examples": int(len(heldout["input_ids"])),
          "file_bytes": sizes}
-  if config.unigram_generator or meta.get("token_counts_file"):
+  if meta.get("token_counts_file"):  # without: a unigram run says so
     try:
       counts = data.load_token_counts(meta)
     except UserError:
-      counts = None  # a unigram run says so when it starts
+      counts = None
     if counts is not None:
       storage.write_text_atomic(os.path.join(out_dir, TOKEN_COUNTS),
                                 json.dumps([int(c) for c in counts]))
