@@ -49,16 +49,28 @@ VARIANTS = {
     "v_disallow_correct": {"disallow_correct": True},
     "v_bert_masking_mlm": {"objective": "mlm", "mask_scheme": "bert"},
     "v_cross_layer_sharing": {"cross_layer_sharing": True},
+    # Electric's losses before q's loss and the noise ratio mirrored the
+    # original (2026-12-02): still one hparam away.
+    "v_electric_before_mirroring": {"objective_hparams": {
+        "cloze_loss_tokens": "all", "noise_ratio": "per_sequence"}},
 }
+# The preset file a variant starts from; electra_small unless named here.
+VARIANT_FILES = {"v_electric_before_mirroring": "electric_small"}
 PRESETS = sorted(FILES + list(VARIANTS))
 # Shapes and schedule only; every objective switch stays the preset's.
 SHAPE_KEYS = ("model_size", "max_seq_length", "max_predictions_per_seq",
               "model_hparam_overrides", "vocab_size", "embedding_size")
 
 
+def preset_file(name):
+  if name in VARIANTS:
+    return VARIANT_FILES.get(name, "electra_small")
+  return name
+
+
 def preset_model(name):
   """The preset's model on the micro shapes, its variables created."""
-  file = "electra_small" if name in VARIANTS else name
+  file = preset_file(name)
   with open(os.path.join(ROOT, "configs", f"{file}.json")) as f:
     preset = {k: v for k, v in json.load(f).items() if k not in SHAPE_KEYS}
   preset.update(VARIANTS.get(name, {}))
@@ -90,7 +102,7 @@ def preset_losses(name):
 
 def preset_flops(name):
   """Training FLOPs per step at the preset's own sizes (pretrain/flops.py)."""
-  file = "electra_small" if name in VARIANTS else name
+  file = preset_file(name)
   with open(os.path.join(ROOT, "configs", f"{file}.json")) as f:
     preset = dict(json.load(f), **VARIANTS.get(name, {}))
   h = PretrainingConfig(**preset, data_dir="/tmp/unused", model_name="m",
