@@ -101,6 +101,8 @@ def _pack(config, tasks, featurized, vocab_size):
   for task in tasks:
     entry = {}
     for split in ("train", "dev"):
+      if split not in featurized[task.name]:  # the JAX loop's: train only
+        continue
       examples, features = featurized[task.name][split]
       for key, value in pack_features(features, vocab_size,
                                       f"{task.name} {split}").items():
@@ -121,10 +123,10 @@ def _pack(config, tasks, featurized, vocab_size):
 
 
 def _splits(meta, arrays):
-  splits = {name: {"train": {}, "dev": {}} for name in meta["tasks"]}
+  splits = {name: {} for name in meta["tasks"]}
   for key, value in arrays.items():
     task, split, column = key.split("/")
-    splits[task][split][column] = value
+    splits[task].setdefault(split, {})[column] = value
   return splits
 
 

@@ -65,8 +65,7 @@ class JaxFinetuner:
     if chunk is None:
       chunk = 1 if self.device.platform == "cpu" and self.multiple else 50
     self.chunk = max(1, min(chunk, self.num_steps))
-    self.rows = {split: data.rows(task.name, split)
-                 for split in ("train", "dev")}
+    self.rows = {split: data.rows(task.name, split) for split in columns}
     self.data = {split: {k: jax.device_put(v, self.device)
                          for k, v in columns.items()}
                  for split, columns in data.splits[task.name].items()}
@@ -208,18 +207,17 @@ class JaxFinetuner:
         trainable, fixed, rows)
 
   # ------------------------------------------------------------ trials
-  def trial(self, encoder_weights, seed, keep_weights=False):
-    """Fine-tunes from `encoder_weights` ({name: array}) with `seed`;
-    returns (dev outputs {key: array, one row per dev row}, a summary).
-    keep_weights: the trained weights are assigned to the seed's model,
-    left in `self.kept` (a run that keeps its best model saves it); a
-    later trial of that seed builds its start afresh."""
+  def fit(self, model, seed):
+    """Fine-tunes `model` (a FinetuningModel of this task and shape: the
+    fine-tuning loop's, finetune/jax_backend.py) in place, its rows in
+    `seed`'s order; returns {"steps", "train_s", "final_loss"}."""
+    state, losses, train_s = self._train(self._state(model), seed)
+    self._assign(model, state)
+    return self._summary(losses, train_s)
+
+  def _train(self, state, seed):
+    """(state, losses, seconds) after the trial's steps from `state`."""
     config = self.config
-    if seed not in self._seeded:  # built once, reused by every encoder
-      self._seeded[seed] = self._new_model(seed)
-    model = self._seeded[seed]
-    set_encoder_weights(model.encoder, encoder_weights)
-    state = self._state(model)
     order = length_groups.group_rows(
         batch_rows(seed, self.rows["train"], config.train_batch_size, 0,
                    self.num_steps),
@@ -237,6 +235,33 @@ class JaxFinetuner:
       raise UserError(f"{self.task.name}: non-finite loss at step "
                       f"{int(np.argmin(np.isfinite(losses))) + 1}; try a "
                       "lower learning_rate")
+    return state, losses, train_s
+
+  @staticmethod
+  def _assign(model, state):
+    trainable, fixed, _ = state
+    for variables, values in ((model.trainable_variables, trainable),
+                              (model.non_trainable_variables, fixed)):
+      for variable, value in zip(variables, values):
+        variable.assign(np.asarray(value))
+
+  def _summary(self, losses, train_s):
+    tail = max(1, len(losses) // 10)
+    return {"steps": self.num_steps, "train_s": train_s,
+            "final_loss": float(losses[-tail:].mean())}
+
+  def trial(self, encoder_weights, seed, keep_weights=False):
+    """Fine-tunes from `encoder_weights` ({name: array}) with `seed`;
+    returns (dev outputs {key: array, one row per dev row}, a summary).
+    keep_weights: the trained weights are assigned to the seed's model,
+    left in `self.kept` (a run that keeps its best model saves it); a
+    later trial of that seed builds its start afresh."""
+    config = self.config
+    if seed not in self._seeded:  # built once, reused by every encoder
+      self._seeded[seed] = self._new_model(seed)
+    model = self._seeded[seed]
+    set_encoder_weights(model.encoder, encoder_weights)
+    state, losses, train_s = self._train(self._state(model), seed)
     trainable, fixed, _ = state
     n, batch = self.rows["dev"], config.eval_batch_size
     collected = []
@@ -253,12 +278,7 @@ class JaxFinetuner:
                for k in collected[0]}
     if keep_weights:
       self._seeded.pop(seed)
-      for variables, values in ((model.trainable_variables, trainable),
-                                (model.non_trainable_variables, fixed)):
-        for variable, value in zip(variables, values):
-          variable.assign(np.asarray(value))
+      self._assign(model, state)
       self.kept = model
-    tail = max(1, len(losses) // 10)
-    return outputs, {"steps": self.num_steps, "train_s": train_s,
-                     "final_loss": float(losses[-tail:].mean()),
-                     "dev_loss": float(outputs["loss"].mean())}
+    return outputs, dict(self._summary(losses, train_s),
+                         dev_loss=float(outputs["loss"].mean()))

@@ -86,7 +86,7 @@ class Predictor:
     task_name, seq_len = task.name, example["input_ids"].shape[-1]
     if self.engine.runs(rows):
       per_row = task.per_row_outputs
-      key = (task_name, _shapes(model))
+      key = (task_name, model_shapes(model))
       if key not in self._engine_steps:
         def forward(batch):
           loss, outputs = model(batch, task_name=task_name, training=False)
@@ -121,7 +121,7 @@ class Predictor:
     """The traced eval step for a task and this model's shape, made once
     (dev, test, predict files and later trials reuse it); static_length:
     traced per length (task.static_length)."""
-    key = (task_name, _shapes(model))
+    key = (task_name, model_shapes(model))
     step = self._eval_steps.get(key)
     if step is None:
       template = model  # its layers run; the weights come as arguments
@@ -155,6 +155,6 @@ def _any_length(features):
           for k, v in features.items()}
 
 
-def _shapes(model):
+def model_shapes(model):
   """What a trace of the model depends on: its variables' shapes, dtypes."""
   return tuple((tuple(v.shape), v.dtype) for v in model.variables)

@@ -1,175 +1,32 @@
-"""The fine-tuning driver: any tasks, one encoder, `num_trials` seeds.
+"""The fine-tuning loop's TensorFlow backend (finetune/loop.py has the
+loop): the devices (tf.distribute), the train batches (tf.data), the
+compiled train step (tf.function) and the Predictor's traced eval step."""
 
-For each trial: build the model, copy the pretrained encoder in, train on
-the tasks' train sets (several tasks: batches interleaved in proportion to
-each task's steps), evaluate on dev, write predictions; then report the
-median, mean and standard deviation of every metric over the trials.
-
-The best (or last) trial's model is kept in OUTPUT_DIR/<tasks>_model/
-(loading/finetuned.py), and each finished trial is recorded in
-OUTPUT_DIR/<tasks>_trials.json, so that the same command after a kill
-goes on from the first unfinished trial. A fine-tuned model can also be
-the start (--init-checkpoint: its encoder, and the heads of the tasks it
-has) or, with --do-predict, predict any file of a task's layout.
-
-Its parts, in finetune/: task_data.py (the splits, read once; batches),
-prediction.py, run_outputs.py (what a run writes, and that it replaces
-no earlier run's files), trial_record.py (the record, the kept model) and
-distillation.py (BAM's teacher outputs, dissertation chapter 3).
-"""
-
-import json
-import os
 import time
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from finetune import bam
-from finetune import baselines
-from finetune import preflight
-from finetune import task_builder
-from finetune.config import model_size_of
-from finetune.distillation import Teachers
-from finetune.distillation import check_tasks
 from finetune.distillation import with_teacher_weight
-from finetune.featurization import limit
-from finetune.model import FinetuningModel
-from finetune.model import adopt_heads
-from finetune.model import finetuned_model
-from finetune.model import model_config_for
-from finetune.model import pretrained_encoder_weights
-from finetune.model import reused_heads
-from finetune.model import set_encoder_weights
-from finetune.model import set_head_weights
+from finetune.loop import FinetuningLoop
 from finetune.optimization import create_optimizer
 from finetune.prediction import Predictor
-from finetune.run_outputs import RunOutputs
-from finetune.summary import format_table
-from finetune.summary import has_baseline
-from finetune.summary import summarize
-from finetune.summary import versus_baselines
-from finetune.task_data import TaskData
-from finetune.trial_record import TrialRecord
-from loading import runs
-from loading.sources import find_pretrained
 from training import distribution
 from training.progress import Progress
 from training.progress import format_seconds
 from training.step import ReplicaUpdate
-from util import outputs
-from util import storage
 from util.errors import UserError
 
 
-class RowsAsRead:
-  """A task whose get_examples gives the rows this run read (TaskData),
-  for finetune/baselines.py's predictors."""
+class FinetuningRunner(FinetuningLoop):
+  """The loop on TensorFlow: any strategy (training/distribution.py)."""
 
-  def __init__(self, task, data):
-    self._task, self._data = task, data
+  def _devices(self, config):
+    return distribution.get_strategy(config)
 
-  def __getattr__(self, name):
-    return getattr(self._task, name)
-
-  def get_examples(self, split):
-    return self._data.examples(self._task, split)
-
-
-class FinetuningRunner:
-  """Loads the pretrained model's config, the tokenizer and the tasks;
-  runs the trials (or --do-predict) with its TaskData, Predictor,
-  RunOutputs, TrialRecord and Teachers."""
-
-  def __init__(self, config):
-    self.config = config
-    # A fine-tuned model (loading/finetuned.py) this run predicts with, or
-    # starts from: its encoder, and the heads of the tasks it has.
-    self.finetuned = preflight.find_finetuned(config)
-    if self.finetuned and config.init_from == "generator":
-      raise UserError(f"{self.finetuned.path} is a fine-tuned model: it has "
-                      "one encoder, so init_from must be discriminator")
-    if self.finetuned and (config.do_predict or not config.do_train):
-      # Predict or evaluate: read and featurize as the model was trained.
-      config = self.config = config.with_model_settings(
-          self.finetuned.finetuning_config,
-          f"{self.finetuned.path} (finetuning_config)")
-    self.pretrained = find_pretrained(
-        self.finetuned.path if self.finetuned else
-        config.init_checkpoint or preflight.run_path(config))
-    pretrain_config = self.pretrained.config
-    # The pretraining run's config, as a kept model records it.
-    self.origin_config = (self.finetuned.pretrain_config if self.finetuned
-                          else pretrain_config)
-    # Defaults that depend on the model (learning rate, layer-wise decay)
-    # follow the model's size, now that it is known.
-    config.validate(model_size_of(self.origin_config))
-    self.model_config = model_config_for(self.pretrained, config)
-    config.fit_max_seq_length(self.model_config.max_position_embeddings)
-    if config.max_seq_length > self.model_config.max_position_embeddings:
-      raise UserError(
-          f"max_seq_length {config.max_seq_length} exceeds the model's "
-          f"{self.model_config.max_position_embeddings} positions")
-    self.tokenizer = runs.load_tokenizer_for(pretrain_config, config.vocab_file,
-                                             config.data_dir)
-    self.vocab_file = runs.vocab_path_for(pretrain_config, config.vocab_file,
-                                          config.data_dir)
-    distribution.set_precision(config.mixed_precision)
-    self.strategy = distribution.get_strategy(config)
-    self.num_replicas = self.strategy.num_replicas_in_sync
-    if config.train_batch_size % self.num_replicas:
-      raise UserError(f"train_batch_size {config.train_batch_size} is not "
-                      f"divisible by the {self.num_replicas} replicas")
-    self.tasks = task_builder.get_tasks(config, self.tokenizer)
-    self.outputs = RunOutputs(config, self.tasks)
-    self.record = None  # the run's record of finished trials
-    if config.do_predict:
-      adopt_heads(self.finetuned, self.tasks)
-      self.outputs.check_predict_output()
-    elif not config.do_train:
-      pass  # evaluate only: no record, and files named by time (run_evaluate)
-    else:
-      if config.distill or config.write_distill_outputs:
-        check_tasks(self.tasks)  # BAM distills these only (section 3.2.2)
-      self.record = TrialRecord(
-          config, self.tasks, self.outputs,
-          pretrain_config=self.origin_config, model_config=self.model_config,
-          vocab_file=self.vocab_file)
-      if not self.record.resumed:  # an interrupted run goes on instead
-        self.outputs.check_new()
-    # Read once, shared by every trial.
-    self.data = TaskData(config, self.tasks, self.strategy)
-    self.predictor = Predictor(config, self.data)
-    self.teachers = Teachers(config, self.tasks, self.data, self.outputs,
-                             self.predictor)
-    self._encoder_weights = None
-    self._reused = None  # {task: saved head weights} (_reused_heads)
-
-  def _reused_heads(self):
-    """{task: saved head weights} of the fine-tuned model this run starts
-    from (model.reused_heads), read once; none without one."""
-    if self._reused is None:
-      self._reused = ({} if self.finetuned is None else
-                      reused_heads(self.finetuned, self.tasks))
-    return self._reused
-
-  # ------------------------------------------------------------ trials
-  def _build(self, seed):
-    keras.utils.set_random_seed(seed)
-    with self.strategy.scope():  # variables mirrored on every replica
-      model = FinetuningModel(self.model_config, self.tasks,
-                              name="finetuning")
-      for task in self.tasks:  # creates the variables of every head
-        self.predictor.call_once(model, task,
-                                 "train" if self.config.do_train else "dev")
-    if self._encoder_weights is None:
-      self._encoder_weights = pretrained_encoder_weights(self.pretrained,
-                                                         self.config)
-    set_encoder_weights(model.encoder, self._encoder_weights)
-    for name, weights in self._reused_heads().items():
-      set_head_weights(model.heads[name], weights, self.finetuned.path)
-    return model
+  def _predictor(self, config, data):
+    return Predictor(config, data)
 
   def train(self, model, seed):
     config = self.config
@@ -256,151 +113,9 @@ class FinetuningRunner:
 
     # Else (several replicas, or a head that needs a known length: a CRF)
     # a trace per length, at most max_seq_length / pad_to_multiple.
-    @tf.function(input_signature=signature)
+    @tf.function(input_signature=signature, jit_compile=self.config.xla)
     def step(batch, teacher_weight=None):
       losses = self.strategy.run(replica_step, args=(batch, teacher_weight))
       return self.strategy.reduce("mean", losses, axis=None)
 
     return step
-
-  def run_trial(self, trial):
-    """Trial `trial` (1-based, as the logs and files count)."""
-    config = self.config
-    seed = config.seed + trial - 1
-    model = self._build(seed)
-    results = {}
-    if config.do_train:
-      self.train(model, seed)
-    for task in self.tasks:
-      if config.do_eval:
-        scorer, loss = self.predictor.predict(model, task, "dev")
-        results[task.name] = dict(scorer.get_results(), loss=loss)
-        scorer.write_predictions(
-            self.outputs.prediction_file(task, "dev", trial))
-      if config.write_test_outputs:
-        scorer, _ = self.predictor.predict(model, task, "test")
-        path = self.outputs.prediction_file(task, "test", trial)
-        scorer.write_predictions(path)
-        print(f"wrote test predictions for {task.name}: {path}",
-              flush=True)
-    self.record.keep(model, trial, results)
-    return results
-
-  def run(self):
-    config = self.config
-    if config.do_predict:
-      return self.run_predict()
-    self.data.check_inputs()
-    if not config.do_train:
-      return self.run_evaluate()
-    if config.distill and config.do_train:
-      self.teachers.outputs()  # a bad teacher: said before any work
-    self._reused_heads()  # a head that cannot be reused: said now
-    try:
-      self.record.start()  # takes the tasks' locks in the output folder
-      return self._run_trials()
-    finally:
-      self.record.release()
-
-  def _run_trials(self):
-    config = self.config
-    trials = self.record.done_trials()
-    done = len(trials)
-    for trial in range(len(trials) + 1, config.num_trials + 1):
-      print(f"trial {trial}/{config.num_trials} (seed "
-            f"{config.seed + trial - 1})", flush=True)
-      trials.append(self.run_trial(trial))
-      if trials[-1]:
-        print(format_table(trials[-1]), flush=True)
-      self.record.data["trials"] = trials
-      self.record.write()
-    if config.write_distill_outputs:
-      self.teachers.write_outputs()
-    summary = summarize(trials)
-    if summary:
-      self.record.report(trials, summary, done, self.baselines())
-    return summary
-
-  def baselines(self):
-    """{task: its no-text baseline's dev score} for the tasks that have
-    one, by finetune/baselines.py's predictors on the rows this run
-    read (train_examples_limit and eval_examples_limit apply)."""
-    out = {}
-    for task in self.tasks:
-      if not has_baseline(task.name):
-        continue
-      seen = RowsAsRead(task, self.data)
-      try:
-        out[task.name] = baselines.task_baseline(seen, task.metric)
-      except UserError as e:  # no train set to take it from: left out
-        print(f"note: no no-text baseline for {task.name}: {e}",
-              flush=True)
-    return out
-
-  def run_evaluate(self):
-    """--no-do-train: the fine-tuned model (--init-checkpoint, else the
-    one a run of these tasks kept; else the pretrained encoder with new
-    heads) evaluated once. Nothing of a training run is read or
-    replaced: predictions and results go to files named by the time.
-    Returns the summary a run of one trial would."""
-    config = self.config
-    model = self._build(config.seed)
-    what = (f"{self.finetuned.path} (trial "
-            f"{self.finetuned.info.get('trial', '?')}'s model)"
-            if self.finetuned else
-            f"{self.pretrained.model_dir} with untrained heads (no "
-            f"fine-tuned model at {preflight.kept_model_path(config)})")
-    print(f"evaluating {what}", flush=True)
-    results = {}
-    for task in self.tasks:
-      splits = (["dev"] if config.do_eval else []) + (
-          ["test"] if config.write_test_outputs else [])
-      for split in splits:
-        scorer, loss = self.predictor.predict(model, task, split)
-        path = self.outputs.evaluation_path(task, split)
-        storage.makedirs(os.path.dirname(path))
-        scorer.write_predictions(path)
-        if split == "dev":
-          results[task.name] = dict(scorer.get_results(), loss=loss)
-        print(f"wrote {task.name} {split} predictions: {path}", flush=True)
-    summary = summarize([results] if results else [])
-    if summary:
-      scores = self.baselines()
-      path = self.outputs.results_path()
-      outputs.write_text(path, json.dumps(dict(
-          tasks=config.tasks, model=self.finetuned.path if self.finetuned
-          else self.pretrained.model_dir, summary=summary, trials=[results],
-          baselines=scores), indent=2))
-      print(f"dev results (also in {path}):", flush=True)
-      print(format_table(results), flush=True)
-      if scores:
-        print(versus_baselines(results, self.tasks, scores), flush=True)
-    return summary
-
-  def run_predict(self):
-    """--do-predict: the fine-tuned model's predictions for predict_file,
-    written as the run's dev predictions are; its metrics when the file
-    has every gold label."""
-    config, task = self.config, self.tasks[0]
-    examples, labelled = task.read_file(config.predict_file)
-    examples = limit(examples, config.eval_examples_limit)
-    if not examples:
-      raise UserError(f"{config.predict_file} has no examples")
-    self.data.add(task.name, "predict", examples,
-                  task.featurize(examples, is_training=False))
-    model = finetuned_model(self.finetuned, self.tasks)
-    self.predictor.call_once(model, task, "predict")
-    print(f"predicting {len(examples)} {task.name} example(s) of "
-          f"{config.predict_file} with {self.finetuned.path} (trial "
-          f"{self.finetuned.info.get('trial', '?')}'s model)", flush=True)
-    scorer, loss = self.predictor.predict(model, task, "predict")
-    path = self.outputs.predict_output()
-    if os.path.dirname(path):
-      storage.makedirs(os.path.dirname(path))
-    scorer.write_predictions(path)
-    print(f"wrote {task.name} predictions: {path}", flush=True)
-    if not labelled:
-      return {}
-    results = {task.name: dict(scorer.get_results(), loss=loss)}
-    print(format_table(results), flush=True)
-    return results

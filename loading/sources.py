@@ -60,7 +60,9 @@ def find_pretrained(path):
   if not path:
     raise UserError("no pretrained model: pass --init-checkpoint or "
                     "--data-dir and --model-name")
-  if runs.is_our_run(path):
+  # An .npz weights folder (the JAX pretraining driver's) may hold a
+  # pretrain_config.json too: it is read as npz, not as a TensorFlow run.
+  if runs.is_our_run(path) and not npz_weights.is_npz_weights(path):
     return runs.find_run(path)
   source = open_source(path)
   return runs.Pretrained(source.config, source.path, path, source)

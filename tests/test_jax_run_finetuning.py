@@ -1,14 +1,17 @@
-"""run_finetuning.py under KERAS_BACKEND=jax (finetune/jax_run.py): it runs
-the trials and writes the TensorFlow runner's files, its metric is the
-task's own on the predictions it wrote, its loss is the TensorFlow
-runner's on the same batch and weights (step by step, the optimizer
-included), a rerun goes on from the first unfinished trial, and an option
-only TensorFlow has is one line. An untrained tiny ELECTRA (tests/
+"""run_finetuning.py under KERAS_BACKEND=jax (finetune/jax_run.py, the one
+loop of finetune/loop.py on finetune/jax_backend.py): it runs the trials
+and writes the TensorFlow runner's files, its metric is the task's own on
+the predictions it wrote, its loss is the TensorFlow runner's on the same
+batch and weights (step by step, the optimizer included), a kept model
+evaluates and predicts as on TensorFlow, test predictions are written, a
+rerun goes on from the first unfinished trial, and an option only
+TensorFlow has is one line. An untrained tiny ELECTRA (tests/
 tiny_runs.py) on a slice of the real RTE; JAX runs in subprocesses (the
 tests' own process is on TensorFlow)."""
 
 import csv
 import dataclasses
+import glob
 import json
 import os
 import shutil
@@ -142,23 +145,24 @@ def test_the_other_backend_is_refused_before_it_loads(data_dir, resumed):
 
 
 JAX_STEPS = textwrap.dedent("""
-    import dataclasses, json, sys
+    import json, sys
     import jax
     import numpy as np
-    from finetune import config as configure, jax_run
-    from finetune.jax_trainer import JaxFinetuner
+    from finetune import config as configure
+    from finetune.jax_backend import JaxFinetuningRunner
+    from finetune.model import pretrained_encoder_weights
     from finetune.model import set_encoder_weights, set_head_weights
+    from loading.sources import find_pretrained
     config = configure.load_config(sys.argv[1:-2])
     saved = dict(np.load(sys.argv[-1]))
-    setup = jax_run.Setup(config)
-    setup.featurize(config)
-    tuner = JaxFinetuner(config, setup.model_config, setup.task, setup.data)
-    model = tuner._new_model(config.seed)
-    encoder = jax_run.encoder_weights(setup.pretrained, config)
+    runner = JaxFinetuningRunner(config)
+    model = runner._build(config.seed)
+    tuner = runner.finetuner()
+    encoder = runner._encoder_weights
     # The JAX pretraining driver's .npz folder of the same weights.
-    npz = jax_run.find_pretrained(dataclasses.replace(
-        config, init_checkpoint=sys.argv[-2]))
-    from_npz = jax_run.encoder_weights(npz, config)
+    npz = find_pretrained(sys.argv[-2])
+    from_npz = {k: np.asarray(v) for k, v in
+                pretrained_encoder_weights(npz, config).items()}
     npz_same = npz.source.kind == "npz" and sorted(encoder) == sorted(
         from_npz) and all(np.array_equal(encoder[k], from_npz[k])
                           for k in encoder)
@@ -221,9 +225,65 @@ def test_jax_and_tensorflow_give_the_same_losses(data_dir, tmp_path):
   assert tf_losses[2] != tf_losses[0]  # the steps did train
 
 
+def run_script(env, *argv):
+  return subprocess.run(
+      [sys.executable, os.path.join(ROOT, "run_finetuning.py"), *argv],
+      capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+
+
+def one(folder, pattern):
+  found = glob.glob(os.path.join(folder, pattern))
+  assert len(found) == 1, (pattern, os.listdir(folder))
+  return found[0]
+
+
+def test_a_kept_model_evaluates_and_predicts_as_on_tensorflow(data_dir,
+                                                             resumed,
+                                                             tmp_path):
+  """Evaluation only and --do-predict of a JAX run's kept model, on each
+  backend: the same prediction files, the same accuracy, the dev loss
+  within 1e-5 (the one loop, each backend's own compiled step)."""
+  _, _, out = resumed
+  kept = os.path.join(out, "rte_model")
+  dev_file = os.path.join(SHARED, "glue", "RTE", "dev.tsv")
+  tf_env = {k: v for k, v in jax_env().items() if k != "KERAS_BACKEND"}
+  got = {}
+  for backend, env in (("jax", jax_env()), ("tensorflow", tf_env)):
+    folder = str(tmp_path / backend)
+    argv = ["--data-dir", data_dir, "--task-names", "rte",
+            "--output-dir", folder, "--init-checkpoint", kept]
+    done = run_script(env, *argv, "--no-do-train", "--hparams",
+                      json.dumps(HPARAMS))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    done = run_script(env, *argv, "--do-predict", "--predict-file", dev_file,
+                      "--hparams", json.dumps(HPARAMS))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    with open(one(folder, "results_rte_*.json")) as f:
+      results = json.load(f)["trials"][0]["rte"]
+    files = [one(folder, "rte_dev_predictions_eval-*.tsv"),
+             os.path.join(folder, "rte_dev_predictions.tsv")]
+    got[backend] = results, [open(f).read() for f in files]
+  (jax_results, jax_files), (tf_results, tf_files) = got.values()
+  assert jax_files == tf_files
+  assert len(jax_files[0].splitlines()) == HPARAMS["eval_examples_limit"] + 1
+  assert jax_results["accuracy"] == tf_results["accuracy"]
+  assert jax_results["loss"] == pytest.approx(tf_results["loss"], abs=1e-5)
+
+
+def test_a_training_run_writes_its_test_predictions(data_dir, tmp_path):
+  done = run_jax(data_dir, str(tmp_path), num_trials=1,
+                 write_test_outputs=True)
+  assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+  with open(tmp_path / "rte_test_predictions_trial1.tsv") as f:
+    rows = list(csv.reader(f, delimiter="\t"))
+  assert len(rows) == HPARAMS["eval_examples_limit"] + 1
+  assert {label for _, label in rows[1:]} <= {"entailment",
+                                              "not_entailment"}
+
+
 @pytest.mark.parametrize("hparams, named", [
     ({"tasks": "rte,mrpc"}, "multi-task fine-tuning"),
-    ({"write_test_outputs": True}, "write_test_outputs"),
+    ({"task_weight_exponent": 0.5}, "task_weight_exponent"),
 ])
 def test_an_option_only_tensorflow_has_is_one_line(data_dir, tmp_path,
                                                    hparams, named):

@@ -1,0 +1,133 @@
+"""The fine-tuning loop's JAX backend (finetune/loop.py has the loop): one
+device, the Predictor's step jitted, and a trial's training run by
+finetune/jax_trainer.py's JaxFinetuner over the train rows as arrays.
+
+So under KERAS_BACKEND=jax a run has the TensorFlow runner's trials,
+record, kept model, evaluation only, test outputs, --do-predict and a
+fine-tuned model as the start, from the same code. What differs: the
+order of the train rows (pretrain/arrays.py batch_rows, not tf.data's
+shuffle), so a trial's numbers are close to the TensorFlow runner's, not
+equal; and no per-step log (a trial trains in one call): a line every
+~15 s instead (training/heartbeat.py).
+"""
+
+import contextlib
+import time
+
+import jax
+import numpy as np
+
+from finetune import arrays
+from finetune import padding
+from finetune.loop import FinetuningLoop
+from finetune.prediction import Predictor
+from finetune.prediction import model_shapes
+from training.heartbeat import Heartbeat
+from training.step_log import LOG_SECONDS
+
+
+class OneDevice:
+  """What the loop asks of a strategy, for JAX's first device (JaxFinetuner
+  trains on one)."""
+
+  num_replicas_in_sync = 1
+
+  @staticmethod
+  def scope():
+    return contextlib.nullcontext()
+
+
+class JaxPredictor(Predictor):
+  """The Predictor with its step jitted (one program per batch length; a
+  short last batch is wrapped to a full one, so it needs none of its
+  own)."""
+
+  def __init__(self, config, data):
+    super().__init__(config, data)
+    self._jitted = {}  # (task, variables' shapes) -> jitted eval step
+
+  def _steps(self, model, task, rows, example):
+    key = (task.name, model_shapes(model))
+    if key not in self._jitted:
+      template, name = model, task.name  # its layers; weights as arguments
+
+      def step(trainable, fixed, batch):
+        (loss, outputs), _ = template.stateless_call(
+            trainable, fixed, batch, task_name=name, training=False)
+        return dict(outputs, loss=loss)
+
+      self._jitted[key] = jax.jit(step)
+    step = self._jitted[key]
+    weights = [[v.value for v in variables] for variables in
+               (model.trainable_variables, model.non_trainable_variables)]
+    seq_len = example["input_ids"].shape[-1]
+    multiple = padding.multiple_for(self.config, seq_len)
+    size = self.config.eval_batch_size
+
+    def run(batch):
+      n = len(batch["input_ids"])
+      if n < size:
+        batch = {k: v[np.arange(size) % n] for k, v in batch.items()}
+      out = jax.device_get(step(*weights, padding.trimmed(
+          batch, multiple, task.min_trimmed_length)))
+      return padding.padded_back({k: np.asarray(v)[:n] for k, v in
+                                  out.items()}, task.per_token_outputs,
+                                 seq_len)
+    return (lambda batches: (run(batch) for batch in batches)), False
+
+
+class JaxFinetuningRunner(FinetuningLoop):
+  """The loop on JAX; one task (JaxFinetuner's arrays hold one)."""
+
+  def __init__(self, config):
+    self._finetuner = None  # built at the first trial that trains
+    super().__init__(config)
+
+  def _devices(self, config):
+    return OneDevice()
+
+  def _predictor(self, config, data):
+    return JaxPredictor(config, data)
+
+  def finetuner(self):
+    """The task's JaxFinetuner over its train rows, made once per run."""
+    if self._finetuner is None:
+      # pylint: disable-next=g-import-not-at-top
+      from finetune.jax_trainer import JaxFinetuner
+      task = self.tasks[0]
+      data = arrays.in_memory(
+          self.config, self.tasks,
+          {task.name: {"train": self.data.examples_and_features(
+              task, "train")}}, self.tokenizer.vocab_size)
+      info = data.meta["tasks"][task.name]
+      print(f"{task.name}: {info['train_examples']} train examples, "
+            f"{info['train_rows']} rows, {info['train_steps']} steps",
+            flush=True)
+      self._finetuner = JaxFinetuner(self.config, self.model_config, task,
+                                     data)
+      self._finetuner.compiled = False
+    return self._finetuner
+
+  def train(self, model, seed):
+    config, finetuner = self.config, self.finetuner()
+    steps = finetuner.num_steps
+    print(f"fine-tuning {finetuner.task.name} for {steps} steps on JAX "
+          f"({jax.devices()[0].platform}; {config.model_size} model: lr "
+          f"{config.learning_rate:g}, layer-wise decay "
+          f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size})",
+          flush=True)
+    # One call trains the whole trial: a line every LOG_SECONDS meanwhile,
+    # as the TensorFlow runner's step log gives.
+    trial = seed - config.seed + 1  # the loop's trial seeds
+    what = (f"trial {trial}: "
+            + ("" if finetuner.compiled else "compiling, then ")
+            + f"{steps} steps")
+    print(f"{what}; a line every {LOG_SECONDS:.0f} s until it ends",
+          flush=True)
+    began = time.time()
+    with Heartbeat(what):
+      summary = finetuner.fit(model, seed)
+    finetuner.compiled = True
+    print(f"step {steps}/{steps} | loss {summary['final_loss']:.4f} | "
+          f"{time.time() - began:.1f} s", flush=True)
+    return summary["final_loss"]
