@@ -6,7 +6,8 @@ against transformers' Trainer at its best, GLUE task by task.
       [--size small] [--train-examples 0] [--limit sst=2000]
       [--eval-examples 0] [--batch-size 32] [--learning-rate 3e-4]
       [--epochs 1] [--hf-precisions float32,bfloat16]
-      [--omp-wait-policy default] [--json out.json] [--md out.md]
+      [--omp-wait-policy default] [--ours-variants '{"grouped":
+      {"group_by_length": 50}}'] [--json out.json] [--md out.md]
 
   quick check:  --size tiny --tasks cola,rte --train-examples 64
                 --eval-examples 64 --hf-precisions float32
@@ -141,7 +142,7 @@ def run_side(command, results, env):
   return os.path.getmtime(results()) - start, phases
 
 
-def ours(task, args, out_dir, env):
+def ours(task, args, out_dir, env, extra=None):
   hparams = dict(
       train_examples_limit=args.limits[task],
       eval_examples_limit=args.eval_examples, train_batch_size=args.batch_size,
@@ -151,6 +152,7 @@ def ours(task, args, out_dir, env):
       log_every_steps=10 ** 6)
   if args.pad_to_multiple is not None:
     hparams["pad_to_multiple"] = args.pad_to_multiple
+  hparams.update(extra or {})
   command = [sys.executable, os.path.join(ROOT, "run_finetuning.py"),
              "--init-checkpoint", args.pretrained, "--raw-data-dir", args.raw,
              "--vocab-file", os.path.join(args.pretrained, "vocab.txt"),
@@ -313,6 +315,10 @@ def parse_args(argv=None):
   p.add_argument("--hf-precisions", default="float32,bfloat16")
   p.add_argument("--omp-wait-policy", default="default",
                  choices=OMP_WAIT_POLICIES)
+  p.add_argument("--ours-variants", default="",
+                 help='JSON {name: hparams}: ours again per task with each '
+                 '(e.g. {"grouped": {"group_by_length": 50}}), timed right '
+                 'after ours')
   p.add_argument("--json", default="")
   p.add_argument("--md", default="")
   # The transformers side's own process (internal).
@@ -346,6 +352,21 @@ def table(result):
   return "\n".join(lines)
 
 
+def variants_table(result):
+  """Ours with each --ours-variants' hparams beside ours by default."""
+  lines = ["| task | variant | hparams | ours s | variant s | ours / variant "
+           "time | variant dev | training began/ended, s |",
+           "|---|---|---|---|---|---|---|---|"]
+  for task, r in result["tasks"].items():
+    for name, v in r["ours_variants"].items():
+      dev = ", ".join(f"{k} {x:.1f}" for k, x in v["ours_dev"].items())
+      lines.append(f"| {task} | {name} | `{json.dumps(v['hparams'])}` | "
+                   f"{r['ours_s']:.1f} | {v['ours_s']:.1f} | "
+                   f"{v['vs_ours']:.2f}x | {dev} | "
+                   f"{fmt_phases(v['ours_phases'])} |")
+  return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def main(argv=None):
   args = parse_args(argv)
   policy = set_omp_wait_policy(args.omp_wait_policy)
@@ -373,6 +394,15 @@ def main(argv=None):
     for i, task in enumerate(tasks):
       ours_s, ours_dev, ours_phases = ours(
           task, args, os.path.join(work, f"ours_{task}"), env)
+      variants = {}
+      for name, extra in json.loads(args.ours_variants or "{}").items():
+        seconds, dev, phases = ours(
+            task, args, os.path.join(work, f"ours_{name}_{task}"), env, extra)
+        variants[name] = dict(hparams=extra, ours_s=seconds, ours_dev=dev,
+                              ours_phases=phases, vs_ours=ours_s / seconds)
+        print(f"{task}: ours {name} {seconds:.1f} s ({ours_s / seconds:.2f}x "
+              f"ours), dev {dev}; training began/ended at "
+              f"{fmt_phases(phases)} s", flush=True)
       runs = {}
       for precision in (precisions if i == 0 else [result["hf_precision"]]):
         runs[precision] = hf(task, precision, args,
@@ -390,7 +420,7 @@ def main(argv=None):
           ours_s=ours_s, hf_s=hf_s, hf_precision=result["hf_precision"],
           speedup=hf_s / ours_s, ours_dev=ours_dev, hf_dev=hf_out["scores"],
           matmul_flops=flops, ours_phases=ours_phases,
-          hf_phases=hf_out["phases"])
+          hf_phases=hf_out["phases"], ours_variants=variants)
       print(f"{task}: ours {ours_s:.1f} s, transformers {hf_s:.1f} s "
             f"({result['hf_precision']}): {hf_s / ours_s:.2f}x; dev ours "
             f"{ours_dev}, transformers {hf_out['scores']}; training "
@@ -404,10 +434,12 @@ def main(argv=None):
                             transformers=hf_out["transformers"])
   print(f"TensorFlow's 2048^3 matmul: {peak / 1e9:.0f} GFLOP/s")
   print(table(result))
+  print(variants_table(result))
   write_json(args.json, result)
   if args.md:
     with open(args.md, "w") as f:
-      f.write(f"End-to-end fine-tuning [{machine}]\n\n{table(result)}\n")
+      f.write(f"End-to-end fine-tuning [{machine}]\n\n{table(result)}\n\n"
+              f"{variants_table(result)}\n")
   return result
 
 
