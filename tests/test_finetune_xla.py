@@ -15,7 +15,6 @@ from finetune.config import FinetuningConfig
 from finetune.optimization import create_optimizer
 from finetune.trainer import FinetuningRunner
 from tests import tiny_runs
-from tests.shared_data import SHARED
 from util.errors import UserError
 
 HPARAMS = {"train_examples_limit": 32, "eval_examples_limit": 16,
@@ -28,13 +27,9 @@ HPARAMS = {"train_examples_limit": 32, "eval_examples_limit": 16,
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
-  root = tmp_path_factory.mktemp("xla")
-  tiny_runs.tiny_run(root, name="pre")
-  os.makedirs(root / "finetuning_data")
-  os.symlink(os.path.join(SHARED, "glue", "RTE"),
-             root / "finetuning_data" / "RTE")
-  return FinetuningConfig(data_dir=str(root), model_name="pre",
-                          task_names="rte", output_dir=str(root / "out"),
+  root = tiny_runs.tiny_run_with_rte(tmp_path_factory.mktemp("xla"))
+  return FinetuningConfig(data_dir=root, model_name="pre",
+                          task_names="rte", output_dir=os.path.join(root, "out"),
                           **HPARAMS)
 
 

@@ -42,12 +42,7 @@ HPARAMS = {"train_examples_limit": 48, "eval_examples_limit": 32,
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
   """DATA_DIR with models/pre (a TensorFlow run) and finetuning_data/RTE."""
-  root = tmp_path_factory.mktemp("jaxrun")
-  tiny_runs.tiny_run(root, name="pre")
-  os.makedirs(root / "finetuning_data")
-  os.symlink(os.path.join(SHARED, "glue", "RTE"),
-             root / "finetuning_data" / "RTE")
-  return str(root)
+  return tiny_runs.tiny_run_with_rte(tmp_path_factory.mktemp("jaxrun"))
 
 
 def jax_env():

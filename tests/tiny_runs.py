@@ -88,3 +88,14 @@ def tiny_run(data_dir, name="tiny", size="tiny"):
   tf.train.CheckpointManager(make_checkpoint(model), h.model_dir, 1,
                              checkpoint_name="ckpt").save(checkpoint_number=1)
   return str(data_dir)
+
+
+def tiny_run_with_rte(root):
+  """DATA_DIR `root` with models/pre (tiny_run) and finetuning_data/RTE
+  (the shared GLUE copy)."""
+  from tests.shared_data import SHARED  # pylint: disable=g-import-not-at-top
+  tiny_run(root, name="pre")
+  os.makedirs(os.path.join(root, "finetuning_data"))
+  os.symlink(os.path.join(SHARED, "glue", "RTE"),
+             os.path.join(root, "finetuning_data", "RTE"))
+  return str(root)
