@@ -9,7 +9,8 @@ train and dev examples exactly as run_finetuning.py does (the task's own
                  train steps
   finetune.npz   "<task>/<split>/<column>": input_ids, num_tokens,
                  segment_a as pretrain/arrays.py packs them, the rest of
-                 the task's model inputs (labels) as they are
+                 the task's model inputs (labels; example_index, which
+                 SQuAD's head echoes for its scorer) as they are
 `load` reads it back with NumPy only. The slot returns each trial's dev
 outputs; `score` (on the CPU again) featurizes the dev examples once more
 and feeds those outputs to the task's own scorer, so the metrics are the
@@ -42,10 +43,6 @@ FORMAT = "electra-finetuning-arrays"
 PACKED = ("input_ids", "input_mask", "segment_ids")
 
 
-def model_inputs(features):
-  """The arrays the model takes, without the row bookkeeping."""
-  return {k: v for k, v in featurization.model_inputs(features).items()
-          if k != "example_index"}
 
 
 def _narrow(array):
@@ -61,7 +58,8 @@ def _narrow(array):
 
 def pack_features(features, vocab_size, where):
   """Compact columns of a split's features (see the module docstring)."""
-  inputs = model_inputs(features)
+  # example_index kept: SQuAD's head echoes it for its scorer's check.
+  inputs = featurization.model_inputs(features)
   columns = pretrain_arrays.pack(*(inputs[k] for k in PACKED), vocab_size,
                                  where=where)
   for key, value in inputs.items():

@@ -25,7 +25,8 @@ def check(config):
   if len(tasks) > 1:  # JaxFinetuner's arrays hold one task
     refuse(f"multi-task fine-tuning (--task-names {','.join(tasks)})")
   kind = data_layout.kind(tasks[0])
-  if kind not in ("GLUE", "tagging"):  # what JaxFinetuner's arrays hold
+  # Multiple choice's rows are [options, T]: not in arrays' [B, T] packing.
+  if kind not in ("GLUE", "tagging", "question answering"):
     refuse(f"task {tasks[0]} ({kind or 'not a GLUE or tagging task'})")
   if config.distill or config.write_distill_outputs or config.teachers:
     refuse("BAM distillation (distill, write_distill_outputs, teachers)")

@@ -16,6 +16,7 @@ import pytest
 
 from finetune import arrays as ft_arrays
 from finetune import task_builder
+from finetune.featurization import model_inputs
 from tests import slot_data
 
 SCRIPT = textwrap.dedent("""
@@ -91,7 +92,7 @@ def test_arrays_hold_the_features_run_finetuning_trains_on(exported):
       features = task.featurize(task.get_examples(split)[:n],
                                 is_training=split == "train")
       back = ft_arrays.unpack_features(loaded.splits[task.name][split])
-      for key, value in ft_arrays.model_inputs(features).items():
+      for key, value in model_inputs(features).items():
         np.testing.assert_array_equal(np.asarray(back[key]), value,
                                       err_msg=f"{task.name} {split} {key}")
   assert meta["tasks"]["sts"]["train_rows"] == 96  # both orders of a pair

@@ -14,6 +14,7 @@ import dataclasses
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from finetune.optimization import create_optimizer
 from finetune.trainer import FinetuningRunner
 from interop import npz_weights
 from loading.sources import open_source
+from tests import finetuning_data
 from tests import tiny_runs
 from tests.shared_data import SHARED
 
@@ -232,6 +234,31 @@ def one(folder, pattern):
   return found[0]
 
 
+def on_both_backends(data_dir, task, kept, predict_file, tmp_path, hparams):
+  """{backend: (dev results, {file: text} of the evaluation's and
+  --do-predict's prediction files, the time stamp in a name as "*")} of
+  `kept` evaluated only and predicting `predict_file`, on each backend."""
+  tf_env = {k: v for k, v in jax_env().items() if k != "KERAS_BACKEND"}
+  got = {}
+  for backend, env in (("jax", jax_env()), ("tensorflow", tf_env)):
+    folder = str(tmp_path / backend)
+    argv = ["--data-dir", data_dir, "--task-names", task,
+            "--output-dir", folder, "--init-checkpoint", kept,
+            "--hparams", json.dumps(hparams)]
+    done = run_script(env, *argv, "--no-do-train")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    done = run_script(env, *argv, "--do-predict", "--predict-file",
+                      predict_file)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    with open(one(folder, f"results_{task}_*.json")) as f:
+      results = json.load(f)["trials"][0][task]
+    files = glob.glob(os.path.join(folder, f"{task}_dev_predictions*"))
+    got[backend] = results, {
+        re.sub(r"eval-[0-9-]+", "eval-*", os.path.basename(f)):
+        open(f).read() for f in files}
+  return got
+
+
 def test_a_kept_model_evaluates_and_predicts_as_on_tensorflow(data_dir,
                                                              resumed,
                                                              tmp_path):
@@ -239,29 +266,61 @@ def test_a_kept_model_evaluates_and_predicts_as_on_tensorflow(data_dir,
   backend: the same prediction files, the same accuracy, the dev loss
   within 1e-5 (the one loop, each backend's own compiled step)."""
   _, _, out = resumed
-  kept = os.path.join(out, "rte_model")
-  dev_file = os.path.join(SHARED, "glue", "RTE", "dev.tsv")
-  tf_env = {k: v for k, v in jax_env().items() if k != "KERAS_BACKEND"}
-  got = {}
-  for backend, env in (("jax", jax_env()), ("tensorflow", tf_env)):
-    folder = str(tmp_path / backend)
-    argv = ["--data-dir", data_dir, "--task-names", "rte",
-            "--output-dir", folder, "--init-checkpoint", kept]
-    done = run_script(env, *argv, "--no-do-train", "--hparams",
-                      json.dumps(HPARAMS))
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    done = run_script(env, *argv, "--do-predict", "--predict-file", dev_file,
-                      "--hparams", json.dumps(HPARAMS))
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    with open(one(folder, "results_rte_*.json")) as f:
-      results = json.load(f)["trials"][0]["rte"]
-    files = [one(folder, "rte_dev_predictions_eval-*.tsv"),
-             os.path.join(folder, "rte_dev_predictions.tsv")]
-    got[backend] = results, [open(f).read() for f in files]
+  got = on_both_backends(data_dir, "rte", os.path.join(out, "rte_model"),
+                         os.path.join(SHARED, "glue", "RTE", "dev.tsv"),
+                         tmp_path, HPARAMS)
   (jax_results, jax_files), (tf_results, tf_files) = got.values()
   assert jax_files == tf_files
-  assert len(jax_files[0].splitlines()) == HPARAMS["eval_examples_limit"] + 1
+  assert sorted(jax_files) == ["rte_dev_predictions.tsv",
+                               "rte_dev_predictions_eval-*.tsv"]
+  assert len(jax_files["rte_dev_predictions.tsv"].splitlines()) == (
+      HPARAMS["eval_examples_limit"] + 1)
   assert jax_results["accuracy"] == tf_results["accuracy"]
+  assert jax_results["loss"] == pytest.approx(tf_results["loss"], abs=1e-5)
+
+
+SQUAD = dict(HPARAMS, max_seq_length=64, max_query_length=16, doc_stride=32,
+             eval_examples_limit=16)
+
+
+def test_squad_trains_and_its_kept_model_scores_as_on_tensorflow(data_dir,
+                                                                 tmp_path):
+  """SQuAD 1.1 under JAX (its windows, the beam head, the official
+  scorer): a trial trains and is scored; its kept model, evaluated and
+  predicting on each backend, writes the same predictions and EM/F1, the
+  dev loss within 1e-5."""
+  raw = os.path.join(data_dir, "finetuning_data", "squadv1")
+  if not os.path.isdir(raw):
+    finetuning_data.squad_slice(
+        os.path.join(SHARED, "squad", "dev-v1.1.json"), raw)
+  out = str(tmp_path / "train")
+  done = run_jax(data_dir, out, tasks="squadv1", num_trials=1, **SQUAD)
+  assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+  with open(os.path.join(out, "squadv1_trials.json")) as f:
+    trial, = json.load(f)["trials"]
+  assert trial["squadv1"]["total"] == SQUAD["eval_examples_limit"]
+  assert 0 <= trial["squadv1"]["f1"] <= 100
+  assert np.isfinite(trial["squadv1"]["loss"])
+  got = on_both_backends(data_dir, "squadv1",
+                         os.path.join(out, "squadv1_model"),
+                         os.path.join(raw, "dev.json"), tmp_path, SQUAD)
+  (jax_results, jax_files), (tf_results, tf_files) = got.values()
+  assert sorted(jax_files) == sorted(tf_files) and len(jax_files) == 4
+  for name, text in jax_files.items():
+    if "nbest" not in name:  # {question id: answer text}
+      assert text == tf_files[name], name
+      continue
+    # {question id: the beam's answers, each with its probability}
+    ours, theirs = json.loads(text), json.loads(tf_files[name])
+    assert sorted(ours) == sorted(theirs)
+    for qid, answers in ours.items():
+      assert [a["text"] for a in answers] == [
+          a["text"] for a in theirs[qid]], qid
+      np.testing.assert_allclose(
+          [a["probability"] for a in answers],
+          [a["probability"] for a in theirs[qid]], atol=1e-4)
+  for metric in ("exact_match", "f1", "total"):
+    assert jax_results[metric] == tf_results[metric], metric
   assert jax_results["loss"] == pytest.approx(tf_results["loss"], abs=1e-5)
 
 
