@@ -343,13 +343,14 @@ def main(argv=None):
            "## Pretraining", ""]
   lines += pretraining_table(runs, plan["sides_note"], metrics)
   lines += cross_eval_table(args.records, runs)
-  lines += ["", "![curves](pretrain_curves.png)", "", "## Fine-tuning"]
-  floors_path = os.path.join(args.records, "finetune", "baselines.json")
-  floors = {}
-  if os.path.exists(floors_path):
-    with open(floors_path) as f:
-      floors = json.load(f)
-  lines += finetuning_table(scores, floors)
+  lines += ["", "![curves](pretrain_curves.png)"]
+  if scores:  # a plan with fine-tuning runs (the Electric plan has none)
+    floors_path = os.path.join(args.records, "finetune", "baselines.json")
+    floors = {}
+    if os.path.exists(floors_path):
+      with open(floors_path) as f:
+        floors = json.load(f)
+    lines += ["", "## Fine-tuning"] + finetuning_table(scores, floors)
   with open(os.path.join(out, "results.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
   plot(runs, machines(args.records),
