@@ -170,8 +170,8 @@ class FinetuningConfig:
   log_every_steps: int = 100
   mixed_precision: str = "float32"  # or bfloat16
   # TensorFlow: the train step compiled with XLA (jit_compile), one program
-  # per batch length: 1.23x a step on a 2-core Xeon at 32 and 64 tokens,
-  # but ~17 s more than the default's one trace for each length a run
+  # per batch length: 1.13x a step on a quiet 2-core Xeon at 32 tokens,
+  # but ~14 s more than the default's one trace for each length a run
   # meets, so it pays on long runs only (docs/performance.md). One device.
   # Under JAX every step is XLA's already.
   xla: bool = False
