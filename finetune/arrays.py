@@ -43,8 +43,6 @@ FORMAT = "electra-finetuning-arrays"
 PACKED = ("input_ids", "input_mask", "segment_ids")
 
 
-
-
 def _narrow(array):
   """A label array in the smallest dtype that holds it exactly."""
   array = np.asarray(array)

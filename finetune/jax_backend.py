@@ -81,6 +81,7 @@ class JaxFinetuningRunner(FinetuningLoop):
 
   def __init__(self, config):
     self._finetuner = None  # built at the first trial that trains
+    self._compiled = False  # its steps, by the first trial in this process
     super().__init__(config)
 
   def _devices(self, config):
@@ -89,8 +90,9 @@ class JaxFinetuningRunner(FinetuningLoop):
   def _predictor(self, config, data):
     return JaxPredictor(config, data)
 
-  def finetuner(self):
-    """The task's JaxFinetuner over its train rows, made once per run."""
+  def finetuner(self, model):
+    """The task's JaxFinetuner over its train rows, made once per run
+    (`model`, the first trial's, its steps' template)."""
     if self._finetuner is None:
       # pylint: disable-next=g-import-not-at-top
       from finetune.jax_trainer import JaxFinetuner
@@ -104,12 +106,11 @@ class JaxFinetuningRunner(FinetuningLoop):
             f"{info['train_rows']} rows, {info['train_steps']} steps",
             flush=True)
       self._finetuner = JaxFinetuner(self.config, self.model_config, task,
-                                     data)
-      self._finetuner.compiled = False
+                                     data, model=model)
     return self._finetuner
 
   def train(self, model, seed):
-    config, finetuner = self.config, self.finetuner()
+    config, finetuner = self.config, self.finetuner(model)
     steps = finetuner.num_steps
     print(f"fine-tuning {finetuner.task.name} for {steps} steps on JAX "
           f"({jax.devices()[0].platform}; {config.model_size} model: lr "
@@ -120,14 +121,14 @@ class JaxFinetuningRunner(FinetuningLoop):
     # as the TensorFlow runner's step log gives.
     trial = seed - config.seed + 1  # the loop's trial seeds
     what = (f"trial {trial}: "
-            + ("" if finetuner.compiled else "compiling, then ")
+            + ("" if self._compiled else "compiling, then ")
             + f"{steps} steps")
     print(f"{what}; a line every {LOG_SECONDS:.0f} s until it ends",
           flush=True)
     began = time.time()
     with Heartbeat(what):
       summary = finetuner.fit(model, seed)
-    finetuner.compiled = True
+    self._compiled = True
     print(f"step {steps}/{steps} | loss {summary['final_loss']:.4f} | "
           f"{time.time() - began:.1f} s", flush=True)
     return summary["final_loss"]

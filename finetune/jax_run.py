@@ -27,7 +27,7 @@ def check(config):
   kind = data_layout.kind(tasks[0])
   # Multiple choice's rows are [options, T]: not in arrays' [B, T] packing.
   if kind not in ("GLUE", "tagging", "question answering"):
-    refuse(f"task {tasks[0]} ({kind or 'not a GLUE or tagging task'})")
+    refuse(f"task {tasks[0]} ({kind or 'not a GLUE, tagging or SQuAD task'})")
   if config.distill or config.write_distill_outputs or config.teachers:
     refuse("BAM distillation (distill, write_distill_outputs, teachers)")
   if config.task_weight_exponent is not None:

@@ -43,7 +43,7 @@ class JaxFinetuner:
   outputs."""
 
   def __init__(self, config, model_config, task, data, device=None,
-               log=print, chunk=None):
+               log=print, chunk=None, model=None):
     if keras.backend.backend() != "jax":
       raise UserError("the JAX fine-tuning driver needs KERAS_BACKEND=jax")
     self.config, self.model_config, self.task = config, model_config, task
@@ -72,7 +72,11 @@ class JaxFinetuner:
     keras.mixed_precision.set_dtype_policy(
         "mixed_bfloat16" if config.mixed_precision == "bfloat16" else
         "float32")
-    self.model = self._new_model(config.seed)
+    # The steps' template (its layers; the weights go in as arguments):
+    # `model`, a built FinetuningModel of the task (the loop's), or one
+    # built here.
+    self.model = model if model is not None else self._new_model(
+        config.seed)
     self.optimizer = create_optimizer(
         config, self.model.trainable_variables,
         model_config.num_hidden_layers, self.num_steps,
@@ -83,7 +87,8 @@ class JaxFinetuner:
     self._train_fn = jax.jit(self._train_chunk, donate_argnums=0,
                              static_argnums=3)
     self._predict_fn = jax.jit(self._predict_step, static_argnums=3)
-    self._seeded = {config.seed: self.model}  # a model per trial seed
+    # A model per trial seed (`trial`); a template given is not one.
+    self._seeded = {} if model is not None else {config.seed: self.model}
     self.kept = None  # the last trained model (trial's keep_weights)
 
   def _put(self, value):

@@ -154,7 +154,7 @@ JAX_STEPS = textwrap.dedent("""
     saved = dict(np.load(sys.argv[-1]))
     runner = JaxFinetuningRunner(config)
     model = runner._build(config.seed)
-    tuner = runner.finetuner()
+    tuner = runner.finetuner(model)
     encoder = runner._encoder_weights
     # The JAX pretraining driver's .npz folder of the same weights.
     npz = find_pretrained(sys.argv[-2])
