@@ -9,9 +9,12 @@ inputs, `weights_graph`) has them put in as constants on OpenVINO's side,
 half of a Small model's whole conversion), which `frozen_graph` still does
 for a function that reads its variables."""
 
+import atexit
 import copy
+import gc
 import os
 import tempfile
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -27,10 +30,25 @@ def _core():
   global _CORE
   if _CORE is None:
     _CORE = ov.Core()
+    atexit.register(_release_all)
   return _CORE
 
 
 _CORE = None
+_LIVE = weakref.WeakSet()  # every CompiledFunction not yet freed
+
+
+def _release_all():
+  """At exit, frees every compiled model, then the Core, while the
+  interpreter is whole: one left to Python's teardown (or never freed)
+  meets OpenVINO's static executors' destruction at exit(), which once
+  aborted a finished run_scoring.py ("terminate called without an active
+  exception", exit -6)."""
+  global _CORE
+  for function in list(_LIVE):
+    function.release()
+  _CORE = None
+  gc.collect()
 
 
 def frozen_graph(concrete):
@@ -166,6 +184,7 @@ class CompiledFunction:
                     for name in self._names}
     self._structure = concrete.structured_outputs
     self._compile(model)
+    _LIVE.add(self)
 
   def with_weights(self, weights):
     """A CompiledFunction of the same function with other weights."""
@@ -173,6 +192,7 @@ class CompiledFunction:
       raise ValueError("a frozen function has no weights to replace")
     other = copy.copy(self)
     other._compile(self._weighted(weights))  # pylint: disable=W0212
+    _LIVE.add(other)
     return other
 
   def _weighted(self, weights):
@@ -252,6 +272,7 @@ class CompiledFunction:
         yield outputs(yielded)
         yielded += 1
     queue.wait_all()
+    del queue  # not held by a generator its caller leaves suspended
     for i in range(yielded, len(batches)):
       yield outputs(i)
 

@@ -3,6 +3,8 @@ reference: fine-tuning's predictions (every GLUE dev example of the test
 model, the SQuAD test questions), every PLL estimator, the fused graph."""
 
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -341,3 +343,54 @@ def test_a_later_trials_model_is_compiled_with_its_own_weights(tmp_path):
   want = predictor.predict(later, task, "predict")[0].collected()
   np.testing.assert_allclose(got["probabilities"], want["probabilities"],
                              **FP32)
+
+
+def _exit_check():
+  """test_exit_frees_...'s body, in its own process (it frees what other
+  tests of this one may hold)."""
+  from inference import openvino_engine
+  from inference.engine import EngineFunction
+  from model import Encoder
+  from model.config import TransformerConfig
+  from tests.tiny_runs import MICRO
+  config = TransformerConfig(vocab_size=40, **dict(MICRO,
+                                                   num_hidden_layers=1))
+  first, second = Encoder(config), Encoder(config)
+  ids = np.full((2, 6), 7, np.int32)
+  for encoder in (first, second):
+    encoder(ids, ids * 0 + 1)
+
+  def forward(batch):
+    return first(batch["ids"], batch["mask"], batch["ids"] * 0)
+
+  fn = EngineFunction(forward, "float32", variables=first.variables,
+                      throughput=True)
+  batch = {"ids": ids, "mask": ids * 0 + 1}
+  outs = fn.map(iter([batch, batch]))
+  next(outs), next(outs)  # left at its last yield, as zip leaves it
+  inner = outs.gi_yieldfrom  # CompiledFunction.map, under EngineFunction's
+  assert "finished" in inner.gi_frame.f_locals  # its frame, at a yield
+  assert "queue" not in inner.gi_frame.f_locals
+  fn.rebind(second.variables)
+  fn(batch)
+  live = list(openvino_engine._LIVE)  # pylint: disable=protected-access
+  assert len(live) >= 2
+  try:
+    openvino_engine._release_all()  # pylint: disable=protected-access
+    assert openvino_engine._CORE is None  # pylint: disable=protected-access
+    for compiled in live:
+      assert compiled._compiled is None  # pylint: disable=protected-access
+  finally:
+    outs.close()
+
+
+def test_exit_frees_every_compiled_model_and_the_core_first():
+  """The exit hook frees each CompiledFunction (a rebind's too) and the
+  Core while the interpreter is whole, not at OpenVINO's static teardown;
+  the map generator a caller leaves at its last yield holds no queue."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  result = subprocess.run(
+      [sys.executable, "-c", "from tests.test_inference_engine import "
+       "_exit_check; _exit_check()"], capture_output=True, text=True,
+      cwd=root, env=dict(os.environ, PYTHONPATH=root), timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
