@@ -39,7 +39,9 @@ fast run that learned nothing worse than the other is visible). The
 ceiling: the FLOPs of the encoder's matmuls over transformers' own
 batches (train: forward and its two backward products, 3x; dev: forward)
 at TensorFlow's measured 2048^3 matmul peak, and what transformers' time
-is over it: the most any side could lead by.
+is over it: the most any side could lead by. And the same products each
+timed at its own shape (ShapeTimer: a short batch's matmuls run far below
+the peak): the floor of any side that multiplies at those shapes.
 """
 
 import argparse
@@ -281,6 +283,71 @@ def matmul_flops(size, batches, backward):
   return total * (3 if backward else 1)
 
 
+def step_matmuls(config, rows, t, backward):
+  """(batch, m, k, n) of each matmul of the encoder on a [rows, t] batch,
+  as matmul_flops counts them; backward adds each product's two
+  gradients (dA = dC B^T, dB = A^T dC)."""
+  h, heads = config.hidden_size, config.num_attention_heads
+  n = rows * t
+  layer = [(1, n, h, h)] * 4 + [(1, n, h, config.intermediate_size),
+                                (1, n, config.intermediate_size, h),
+                                (rows * heads, t, h // heads, t),
+                                (rows * heads, t, t, h // heads)]
+  shapes = layer * config.num_hidden_layers
+  if config.embedding_size != h:
+    shapes.append((1, n, config.embedding_size, h))
+  if backward:
+    shapes += [g for b, m, k, nn in shapes
+               for g in ((b, m, nn, k), (b, k, m, nn))]
+  return shapes
+
+
+class ShapeTimer:
+  """Seconds of one float32 matmul of each (batch, m, k, n), by
+  TensorFlow in this process: best of 5 calls of a function that runs
+  REPEAT of them (distinct right operands, none folded), over REPEAT."""
+
+  REPEAT = 4
+
+  def __init__(self):
+    from util.tf_quiet import import_tensorflow
+    self.tf = tf = import_tensorflow()
+    self.seconds = {}
+    spec = lambda rank: tf.TensorSpec([None] * rank)  # noqa: E731
+    self._fns = {rank: tf.function(
+        lambda a, *bs: tf.add_n([tf.matmul(a, b)[..., :1, :1] for b in bs]),
+        input_signature=[spec(rank)] * (1 + self.REPEAT))
+                 for rank in (2, 3)}
+
+  def __call__(self, shape):
+    if shape not in self.seconds:
+      b, m, k, n = shape
+      lead = () if b == 1 else (b,)
+      tf = self.tf
+      args = [tf.random.normal(lead + (m, k))] + [
+          tf.random.normal(lead + (k, n)) for _ in range(self.REPEAT)]
+      fn = self._fns[len(lead) + 2]
+      fn(*args).numpy()
+      best = float("inf")
+      for _ in range(5):
+        start = time.perf_counter()
+        fn(*args).numpy()
+        best = min(best, time.perf_counter() - start)
+      self.seconds[shape] = best / self.REPEAT
+    return self.seconds[shape]
+
+
+def shape_floor(size, batches, backward, timer):
+  """Seconds of the encoder's matmuls over batches [(rows, length)], each
+  at its own shape's measured speed (matmul_flops' products, not at the
+  2048^3 peak: a 23-token CoLA batch's [736, 256] x [256, 256] runs far
+  below it)."""
+  from model.config import get_model_config
+  config = get_model_config(size, 30522)
+  return sum(timer(shape) for rows, t in batches
+             for shape in step_matmuls(config, rows, t, backward))
+
+
 def matmul_peak():
   """TensorFlow's FLOP/s on a 2048^3 float32 matmul (best of 10)."""
   from util.tf_quiet import import_tensorflow
@@ -339,8 +406,9 @@ def table(result):
   lines = ["| task | train rows | dev rows | ours s | transformers s "
            "(precision) | ours / transformers speed | ours dev | "
            "transformers dev | training began/ended, ours s | the same, "
-           "transformers s | matmul floor s | transformers / floor |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "transformers s | matmul floor s | transformers / floor | "
+           "matmul floor at its shapes s | transformers / that floor |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
   for task, r in result["tasks"].items():
     fmt = lambda s: ", ".join(f"{k} {v:.1f}" for k, v in s.items())  # noqa: E731
     lines.append(
@@ -348,7 +416,8 @@ def table(result):
         f"{r['ours_s']:.1f} | {r['hf_s']:.1f} ({r['hf_precision']}) | "
         f"{r['speedup']:.2f}x | {fmt(r['ours_dev'])} | {fmt(r['hf_dev'])} | "
         f"{fmt_phases(r['ours_phases'])} | {fmt_phases(r['hf_phases'])} | "
-        f"{r['floor_s']:.1f} | {r['hf_s'] / r['floor_s']:.1f}x |")
+        f"{r['floor_s']:.1f} | {r['hf_s'] / r['floor_s']:.1f}x | "
+        f"{r['shape_floor_s']:.1f} | {r['hf_s'] / r['shape_floor_s']:.2f}x |")
   return "\n".join(lines)
 
 
@@ -420,6 +489,8 @@ def main(argv=None):
           ours_s=ours_s, hf_s=hf_s, hf_precision=result["hf_precision"],
           speedup=hf_s / ours_s, ours_dev=ours_dev, hf_dev=hf_out["scores"],
           matmul_flops=flops, ours_phases=ours_phases,
+          train_batches=hf_out["train_batches"],
+          dev_batches=hf_out["dev_batches"],
           hf_phases=hf_out["phases"], ours_variants=variants)
       print(f"{task}: ours {ours_s:.1f} s, transformers {hf_s:.1f} s "
             f"({result['hf_precision']}): {hf_s / ours_s:.2f}x; dev ours "
@@ -428,8 +499,12 @@ def main(argv=None):
             f"{fmt_phases(hf_out['phases'])} s (transformers)", flush=True)
   peak = matmul_peak()
   result["matmul_peak_flops"] = peak
+  timer = ShapeTimer()
   for task, r in result["tasks"].items():
     r["floor_s"] = r["matmul_flops"] / peak
+    r["shape_floor_s"] = (
+        shape_floor(args.size, r.pop("train_batches"), True, timer) +
+        shape_floor(args.size, r.pop("dev_batches"), False, timer))
   result["versions"] = dict(torch=hf_out["torch"],
                             transformers=hf_out["transformers"])
   print(f"TensorFlow's 2048^3 matmul: {peak / 1e9:.0f} GFLOP/s")
