@@ -40,8 +40,11 @@ ceiling: the FLOPs of the encoder's matmuls over transformers' own
 batches (train: forward and its two backward products, 3x; dev: forward)
 at TensorFlow's measured 2048^3 matmul peak, and what transformers' time
 is over it: the most any side could lead by. And the same products each
-timed at its own shape (ShapeTimer: a short batch's matmuls run far below
-the peak): the floor of any side that multiplies at those shapes.
+timed at its own shape, at the fastest of TensorFlow's and PyTorch's
+matmuls in float32 and bfloat16 (ShapeTimer: a short batch's products run
+far below the peak): the floor of any side that multiplies at those
+shapes. The record keeps both sides' batches
+([rows, length]), the floors' inputs.
 """
 
 import argparse
@@ -79,7 +82,8 @@ METRICS = {"cola": ("mcc",), "sst": ("accuracy",),
 
 
 # What each side prints as it trains (ours: run_finetuning.py's lines).
-PHASES = {"training": ("fine-tuning ", "hf: training")}
+PHASES = {"training": ("fine-tuning ", "hf: training"),
+          "scored": ("median over ", "hf: scored")}
 TRAINED = ("step ", "hf: trained")
 
 # ------------------------------------------------------------- data
@@ -233,6 +237,7 @@ def hf_main(args):
   logits = logits[0] if isinstance(logits, tuple) else logits
   gold = np.array([r["labels"] for r in dev])
   scores = score(task, gold, np.asarray(logits, np.float32))
+  print("hf: scored", flush=True)
   # The batches' lengths it ran (for the ceiling): train in its own
   # sampler's order is not kept; random batches of its rows, as drawn.
   rng = np.random.default_rng(args.seed)
@@ -303,38 +308,61 @@ def step_matmuls(config, rows, t, backward):
 
 
 class ShapeTimer:
-  """Seconds of one float32 matmul of each (batch, m, k, n), by
-  TensorFlow in this process: best of 5 calls of a function that runs
-  REPEAT of them (distinct right operands, none folded), over REPEAT."""
+  """Seconds of one matmul of each (batch, m, k, n) in this process, at
+  the fastest of TensorFlow's and PyTorch's, each in float32 and
+  bfloat16 (a side may run any of them): best of 5 calls of REPEAT
+  products (distinct right operands, none folded), over REPEAT."""
 
   REPEAT = 4
+  KINDS = ("tf float32", "tf bfloat16", "torch float32", "torch bfloat16")
 
   def __init__(self):
+    import torch
     from util.tf_quiet import import_tensorflow
-    self.tf = tf = import_tensorflow()
-    self.seconds = {}
-    spec = lambda rank: tf.TensorSpec([None] * rank)  # noqa: E731
-    self._fns = {rank: tf.function(
+    self.tf, self.torch = tf, _ = import_tensorflow(), torch
+    self.seconds = {}  # shape -> {kind: seconds}
+    self._fns = {(rank, dtype): tf.function(
         lambda a, *bs: tf.add_n([tf.matmul(a, b)[..., :1, :1] for b in bs]),
-        input_signature=[spec(rank)] * (1 + self.REPEAT))
-                 for rank in (2, 3)}
+        input_signature=[tf.TensorSpec([None] * rank, dtype)] *
+        (1 + self.REPEAT)) for rank in (2, 3)
+                 for dtype in ("float32", "bfloat16")}
 
   def __call__(self, shape):
     if shape not in self.seconds:
-      b, m, k, n = shape
-      lead = () if b == 1 else (b,)
+      self.seconds[shape] = {kind: self._time(shape, kind)
+                             for kind in self.KINDS}
+    return min(self.seconds[shape].values())
+
+  def _time(self, shape, kind):
+    b, m, k, n = shape
+    lead = () if b == 1 else (b,)
+    library, dtype = kind.split()
+    sizes = [lead + (m, k)] + [lead + (k, n)] * self.REPEAT
+    if library == "tf":
       tf = self.tf
-      args = [tf.random.normal(lead + (m, k))] + [
-          tf.random.normal(lead + (k, n)) for _ in range(self.REPEAT)]
-      fn = self._fns[len(lead) + 2]
-      fn(*args).numpy()
-      best = float("inf")
-      for _ in range(5):
-        start = time.perf_counter()
-        fn(*args).numpy()
-        best = min(best, time.perf_counter() - start)
-      self.seconds[shape] = best / self.REPEAT
-    return self.seconds[shape]
+      args = [tf.cast(tf.random.normal(s), dtype) for s in sizes]
+      fn = self._fns[(len(lead) + 2, dtype)]
+      call = lambda: fn(*args).numpy()  # noqa: E731
+    else:
+      torch = self.torch
+      args = [torch.randn(s, dtype=getattr(torch, dtype)) for s in sizes]
+
+      def call():
+        with torch.no_grad():
+          for right in args[1:]:
+            torch.matmul(args[0], right)
+    call()
+    best = float("inf")
+    for _ in range(5):
+      start = time.perf_counter()
+      call()
+      best = min(best, time.perf_counter() - start)
+    return best / self.REPEAT
+
+  def share(self):
+    """{kind: the share of the shapes timed at which it was the fastest}."""
+    wins = [min(t, key=t.get) for t in self.seconds.values()]
+    return {kind: wins.count(kind) / max(len(wins), 1) for kind in self.KINDS}
 
 
 def shape_floor(size, batches, backward, timer):
@@ -399,14 +427,14 @@ def parse_args(argv=None):
 
 def fmt_phases(phases):
   return "/".join(f"{phases[k]:.1f}" if k in phases else "?"
-                  for k in ("training", "trained"))
+                  for k in ("training", "trained", "scored"))
 
 
 def table(result):
   lines = ["| task | train rows | dev rows | ours s | transformers s "
            "(precision) | ours / transformers speed | ours dev | "
-           "transformers dev | training began/ended, ours s | the same, "
-           "transformers s | matmul floor s | transformers / floor | "
+           "transformers dev | training began/ended/scored, ours s | "
+           "the same, transformers s | matmul floor s | transformers / floor | "
            "matmul floor at its shapes s | transformers / that floor |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
   for task, r in result["tasks"].items():
@@ -424,7 +452,7 @@ def table(result):
 def variants_table(result):
   """Ours with each --ours-variants' hparams beside ours by default."""
   lines = ["| task | variant | hparams | ours s | variant s | ours / variant "
-           "time | variant dev | training began/ended, s |",
+           "time | variant dev | training began/ended/scored, s |",
            "|---|---|---|---|---|---|---|---|"]
   for task, r in result["tasks"].items():
     for name, v in r["ours_variants"].items():
@@ -470,7 +498,7 @@ def main(argv=None):
         variants[name] = dict(hparams=extra, ours_s=seconds, ours_dev=dev,
                               ours_phases=phases, vs_ours=ours_s / seconds)
         print(f"{task}: ours {name} {seconds:.1f} s ({ours_s / seconds:.2f}x "
-              f"ours), dev {dev}; training began/ended at "
+              f"ours), dev {dev}; training began/ended/scored at "
               f"{fmt_phases(phases)} s", flush=True)
       runs = {}
       for precision in (precisions if i == 0 else [result["hf_precision"]]):
@@ -495,7 +523,7 @@ def main(argv=None):
       print(f"{task}: ours {ours_s:.1f} s, transformers {hf_s:.1f} s "
             f"({result['hf_precision']}): {hf_s / ours_s:.2f}x; dev ours "
             f"{ours_dev}, transformers {hf_out['scores']}; training "
-            f"began/ended at {fmt_phases(ours_phases)} s (ours), "
+            f"began/ended/scored at {fmt_phases(ours_phases)} s (ours), "
             f"{fmt_phases(hf_out['phases'])} s (transformers)", flush=True)
   peak = matmul_peak()
   result["matmul_peak_flops"] = peak
@@ -503,11 +531,15 @@ def main(argv=None):
   for task, r in result["tasks"].items():
     r["floor_s"] = r["matmul_flops"] / peak
     r["shape_floor_s"] = (
-        shape_floor(args.size, r.pop("train_batches"), True, timer) +
-        shape_floor(args.size, r.pop("dev_batches"), False, timer))
+        shape_floor(args.size, r["train_batches"], True, timer) +
+        shape_floor(args.size, r["dev_batches"], False, timer))
+  result["shape_floor_fastest_share"] = timer.share()
   result["versions"] = dict(torch=hf_out["torch"],
                             transformers=hf_out["transformers"])
-  print(f"TensorFlow's 2048^3 matmul: {peak / 1e9:.0f} GFLOP/s")
+  print(f"TensorFlow's 2048^3 matmul: {peak / 1e9:.0f} GFLOP/s; the "
+        "fastest at the step's shapes: " + ", ".join(
+            f"{k} {v:.0%}" for k, v in
+            result["shape_floor_fastest_share"].items()))
   print(table(result))
   print(variants_table(result))
   write_json(args.json, result)

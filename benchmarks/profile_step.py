@@ -4,6 +4,7 @@
       [--precision bfloat16] [--top 20] [--json out.json]
       [--hparams configs/electric_tiny.json]  # another objective's step
       [--forward]  # instead: a fine-tuned model's GLUE dev forward
+      [--finetune]  # instead: the GLUE fine-tuning train step
 
 Runs our Trainer's compiled train loop (as benchmarks/pretrain_throughput.py
 does) under the TensorFlow profiler with one inter-op thread, so ops run one
@@ -12,7 +13,9 @@ Every op is put in one category (matmul, dropout, GELU, LayerNorm, ...) by
 its name in the graph; the table shows ms per step and share. Run the
 throughput benchmark beside it for the step time without the profiler.
 `--forward` profiles the SST-2 dev rows' forward passes instead, as
-benchmarks/finetune_throughput.py times them ("step" = one batch).
+benchmarks/finetune_throughput.py times them ("step" = one batch);
+`--finetune` run_finetuning.py's train step on SST-2 rows at --seq-len
+(benchmarks/finetune_levers.py's default; --precision float32 there).
 """
 
 import collections
@@ -113,6 +116,29 @@ def profile_forward(args, work_dir):
   return glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0], batch_s
 
 
+def profile_finetune(args, work_dir):
+  """Writes a profile of `args.steps` GLUE fine-tuning train steps
+  (finetune_levers.py's default: run_finetuning.py's step on SST-2 rows at
+  --seq-len); returns (xplane, step_s)."""
+  from benchmarks import finetune_levers as levers
+  from benchmarks import finetune_throughput as throughput
+  ft = levers.parse_args(["--size", args.size, "--batch-size",
+                          str(args.batch), "--steps", str(args.steps),
+                          "--vocab-size", str(args.vocab_size)])
+  ft.seq_len = args.seq_len
+  throughput.prepare(ft, work_dir)
+  train, _ = levers.build(
+      "bfloat16" if args.precision == "bfloat16" else "default", ft)
+  step_s = min(train()[0] for _ in range(2)) / args.steps
+  logdir = os.path.join(work_dir, "profile")
+  tf.profiler.experimental.start(
+      logdir, options=tf.profiler.experimental.ProfilerOptions(
+          host_tracer_level=3))
+  train()
+  tf.profiler.experimental.stop()
+  return glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0], step_s
+
+
 def op_times(xplane):
   """{(graph name, op type): total microseconds} from the trace."""
   from tensorflow.python.profiler.internal import _pywrap_profiler_plugin
@@ -157,11 +183,14 @@ def main(argv=None):
   p.add_argument("--json", help="write the categories here")
   p.add_argument("--forward", action="store_true",
                  help="the GLUE dev forward of a fine-tuned model instead")
+  p.add_argument("--finetune", action="store_true",
+                 help="the GLUE fine-tuning train step instead")
   args = p.parse_args(argv)
   tf.config.threading.set_inter_op_parallelism_threads(1)
   with tempfile.TemporaryDirectory() as work_dir:
-    xplane, step_s = (profile_forward if args.forward else profile_trainer)(
-        args, work_dir)
+    profile = (profile_forward if args.forward else profile_finetune
+               if args.finetune else profile_trainer)
+    xplane, step_s = profile(args, work_dir)
     times = op_times(xplane)
   total = sum(times.values()) / args.steps
   what = "dev forward batch" if args.forward else "step"
