@@ -482,7 +482,8 @@ def main(argv=None):
         f"epoch(s), OMP_WAIT_POLICY {policy} [{machine}]", flush=True)
   result = dict(machine=machine, settings={
       k: v for k, v in vars(args).items()
-      if k not in ("side", "task", "precision", "out", "pretrained")},
+      if k not in ("side", "task", "precision", "out", "pretrained", "json",
+                   "md")},
                 tasks={})
   with scratch("finetune_e2e_") as work:
     args.pretrained = write_pretrained(work, args.size)
