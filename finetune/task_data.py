@@ -95,9 +95,20 @@ class TaskData:
         self.config.task_weight_exponent, seed)
 
   def batches(self, features, batch_size, seed, min_length=1):
+    """An iterator over train_dataset's batches (on the strategy's
+    replicas)."""
+    ds = self.train_dataset(features, batch_size, seed, min_length)
+    if self.strategy.num_replicas_in_sync > 1:
+      ds = self.strategy.experimental_distribute_dataset(ds)
+    return iter(ds)
+
+  def train_dataset(self, features, batch_size, seed, min_length=1):
     """Global batches, each split evenly over the strategy's replicas, each
     cut to its longest row (finetune/padding.py) after batching: the rows
-    and their order are the shuffle's."""
+    and their order are the shuffle's. tf.data's autotuning is off: the
+    pipeline has nothing to tune, and freeing its iterator waited for the
+    autotune thread's sleep to end (up to 60 s seen after training, gdb:
+    Model::OptimizeLoop in a timed wait; docs/performance.md)."""
     ds = tf.data.Dataset.from_tensor_slices(features)
     ds = ds.shuffle(len(features["input_ids"]), seed=seed,
                     reshuffle_each_iteration=True).repeat()
@@ -110,10 +121,9 @@ class TaskData:
                                     features["input_ids"].shape[-1])
     if multiple:
       ds = ds.map(padding.tf_trimmer(multiple, min_length))
-    ds = ds.prefetch(2)
-    if self.strategy.num_replicas_in_sync > 1:
-      ds = self.strategy.experimental_distribute_dataset(ds)
-    return iter(ds)
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return ds.prefetch(2).with_options(options)
 
 
 def schedule(steps_by_task):

@@ -74,6 +74,9 @@ def test_train_batches_keep_their_rows_and_order():
   for multiple in (0, 16):
     data = TaskData(FinetuningConfig(pad_to_multiple=multiple), [],
                     OneDevice())
+    # No autotune thread, whose sleep freeing the iterator waited out.
+    assert data.train_dataset(
+        features, 8, seed=5).options().autotune.enabled is False
     batches = data.batches(features, 8, seed=5)
     got[multiple] = [{k: v.numpy() for k, v in next(batches).items()}
                      for _ in range(10)]
