@@ -278,19 +278,14 @@ def matmul_flops(size, batches, backward):
   """FLOPs of the encoder's matmuls over batches [(rows, length)]: dense
   layers and attention's two products; x3 with the backward pass."""
   from model.config import get_model_config
-  c = get_model_config(size, 30522)
-  h, layers = c.hidden_size, c.num_hidden_layers
-  dense = layers * (4 * h * h + 2 * h * c.intermediate_size)
-  if c.embedding_size != h:
-    dense += c.embedding_size * h
-  total = sum(2.0 * rows * t * (dense + 2 * layers * h * t)
-              for rows, t in batches)
-  return total * (3 if backward else 1)
+  config = get_model_config(size, 30522)
+  return sum(2.0 * b * m * k * n for rows, t in batches
+             for b, m, k, n in step_matmuls(config, rows, t, backward))
 
 
 def step_matmuls(config, rows, t, backward):
-  """(batch, m, k, n) of each matmul of the encoder on a [rows, t] batch,
-  as matmul_flops counts them; backward adds each product's two
+  """(batch, m, k, n) of each matmul of the encoder on a [rows, t] batch
+  (what matmul_flops and shape_floor sum); backward adds each product's two
   gradients (dA = dC B^T, dB = A^T dC)."""
   h, heads = config.hidden_size, config.num_attention_heads
   n = rows * t
@@ -319,7 +314,8 @@ class ShapeTimer:
   def __init__(self):
     import torch
     from util.tf_quiet import import_tensorflow
-    self.tf, self.torch = tf, _ = import_tensorflow(), torch
+    self.tf = tf = import_tensorflow()
+    self.torch = torch
     self.seconds = {}  # shape -> {kind: seconds}
     self._fns = {(rank, dtype): tf.function(
         lambda a, *bs: tf.add_n([tf.matmul(a, b)[..., :1, :1] for b in bs]),
