@@ -52,11 +52,16 @@ def make_pretrained(data_dir):
               os.path.join(raw, "squadv1"))
   squad_slice(os.path.join(SHARED, "squad", "dev-v2.0.rebuilt.json"),
               os.path.join(raw, "squad"))
-  chunk = os.path.join(raw, "chunk")
-  os.makedirs(chunk, exist_ok=True)
+  chunk_slice(os.path.join(raw, "chunk"))
+  return data_dir
+
+
+def chunk_slice(out_dir, sentences=60):
+  """The first sentences of CoNLL-2000's train and test files as the
+  chunk task's train and dev."""
+  os.makedirs(out_dir, exist_ok=True)
   for name, source in (("train", "train.txt"), ("dev", "test.txt")):
     with open(os.path.join(SHARED, "chunk", source)) as f:
-      sentences = f.read().split("\n\n")[:60]
-    with open(os.path.join(chunk, f"{name}.txt"), "w") as f:
-      f.write("\n\n".join(sentences) + "\n")
-  return data_dir
+      kept = f.read().split("\n\n")[:sentences]
+    with open(os.path.join(out_dir, f"{name}.txt"), "w") as f:
+      f.write("\n\n".join(kept) + "\n")

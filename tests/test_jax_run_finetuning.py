@@ -151,6 +151,7 @@ JAX_STEPS = textwrap.dedent("""
     from finetune.model import set_encoder_weights, set_head_weights
     from loading.sources import find_pretrained
     config = configure.load_config(sys.argv[1:-2])
+    task = config.tasks[0]
     saved = dict(np.load(sys.argv[-1]))
     runner = JaxFinetuningRunner(config)
     model = runner._build(config.seed)
@@ -164,7 +165,7 @@ JAX_STEPS = textwrap.dedent("""
         from_npz) and all(np.array_equal(encoder[k], from_npz[k])
                           for k in encoder)
     set_encoder_weights(model.encoder, encoder)
-    set_head_weights(model.heads["rte"], {
+    set_head_weights(model.heads[task], {
         k[len("head/"):]: v for k, v in saved.items()
         if k.startswith("head/")}, "the TensorFlow run")
     rows = np.arange(len(saved["input_ids"]), dtype=np.int32)
@@ -181,27 +182,51 @@ JAX_STEPS = textwrap.dedent("""
 """)
 
 
-def test_jax_and_tensorflow_give_the_same_losses(data_dir, tmp_path):
+SQUAD = dict(HPARAMS, max_seq_length=64, max_query_length=16, doc_stride=32,
+             eval_examples_limit=16)
+# (task, hparams beyond HPARAMS): a GLUE classifier, SQuAD's start/end
+# head, tagging's per-token softmax and its CRF.
+LOSS_CASES = {"rte": ("rte", {}), "squadv1": ("squadv1", SQUAD),
+              "chunk": ("chunk", {}),
+              "chunk_crf": ("chunk", {"tagging_crf": True})}
+
+
+def task_data(data_dir, task):
+  """finetuning_data/<task> for the shared slices the tests read."""
+  raw = os.path.join(data_dir, "finetuning_data", task)
+  if task == "squadv1" and not os.path.isdir(raw):
+    finetuning_data.squad_slice(
+        os.path.join(SHARED, "squad", "dev-v1.1.json"), raw)
+  if task == "chunk" and not os.path.isdir(raw):
+    finetuning_data.chunk_slice(raw)
+  return raw
+
+
+@pytest.mark.parametrize("case", sorted(LOSS_CASES))
+def test_jax_and_tensorflow_give_the_same_losses(data_dir, tmp_path, case):
   """Three train steps on one batch from the same encoder and head: the
   loss before each step is the same on both backends (so the model, the
-  loss, the clipping and the layer-wise AdamW are). The encoder read from
-  the TensorFlow checkpoint under JAX is the one an .npz folder holds."""
-  hparams = dict(HPARAMS, output_dir=str(tmp_path / "tf"))
+  task's loss, the clipping and the layer-wise AdamW are), for a
+  classifier, SQuAD, tagging and tagging's CRF. The encoder read from the
+  TensorFlow checkpoint under JAX is the one an .npz folder holds."""
+  task, extra = LOSS_CASES[case]
+  task_data(data_dir, task)
+  hparams = dict(HPARAMS, **extra, output_dir=str(tmp_path / "tf"))
   runner = FinetuningRunner(FinetuningConfig(
-      data_dir=data_dir, model_name="pre", task_names="rte", **hparams))
+      data_dir=data_dir, model_name="pre", task_names=task, **hparams))
   # pylint: disable=protected-access
   model = runner._build(runner.config.seed)
-  features, steps = runner.data.train_data()["rte"]
+  features, steps = runner.data.train_data()[task]
   batch = {k: v[:HPARAMS["train_batch_size"]] for k, v in features.items()}
-  saved = {f"head/{k}": v for k, v in head_weights(model.heads["rte"]).items()}
+  saved = {f"head/{k}": v for k, v in head_weights(model.heads[task]).items()}
   np.savez(tmp_path / "tf.npz", input_ids=batch["input_ids"], **saved)
   optimizer = create_optimizer(runner.config, model.trainable_variables,
                                runner.model_config.num_hidden_layers, steps)
-  step = runner._train_step(model, optimizer, "rte")
+  step = runner._train_step(model, optimizer, task)
   tf_losses = [float(step(batch)) for _ in range(3)]
   # The run as the JAX pretraining driver writes one: weights.json and
   # .npz shards, a pretrain_config.json beside them.
-  npz = os.path.join(data_dir, "models", "pre_npz")
+  npz = os.path.join(str(tmp_path), "pre_npz")
   source = open_source(os.path.join(data_dir, "models", "pre"))
   npz_weights.write(npz, source.weights(),
                     dataclasses.asdict(source.config))
@@ -209,7 +234,7 @@ def test_jax_and_tensorflow_give_the_same_losses(data_dir, tmp_path):
               npz)
   done = subprocess.run(
       [sys.executable, "-c", JAX_STEPS, "--data-dir", data_dir,
-       "--model-name", "pre", "--task-names", "rte", "--hparams",
+       "--model-name", "pre", "--task-names", task, "--hparams",
        json.dumps(hparams), npz, str(tmp_path / "tf.npz")],
       capture_output=True, text=True, timeout=300, cwd=ROOT, env=jax_env())
   assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
@@ -279,20 +304,13 @@ def test_a_kept_model_evaluates_and_predicts_as_on_tensorflow(data_dir,
   assert jax_results["loss"] == pytest.approx(tf_results["loss"], abs=1e-5)
 
 
-SQUAD = dict(HPARAMS, max_seq_length=64, max_query_length=16, doc_stride=32,
-             eval_examples_limit=16)
-
-
 def test_squad_trains_and_its_kept_model_scores_as_on_tensorflow(data_dir,
                                                                  tmp_path):
   """SQuAD 1.1 under JAX (its windows, the beam head, the official
   scorer): a trial trains and is scored; its kept model, evaluated and
   predicting on each backend, writes the same predictions and EM/F1, the
   dev loss within 1e-5."""
-  raw = os.path.join(data_dir, "finetuning_data", "squadv1")
-  if not os.path.isdir(raw):
-    finetuning_data.squad_slice(
-        os.path.join(SHARED, "squad", "dev-v1.1.json"), raw)
+  raw = task_data(data_dir, "squadv1")
   out = str(tmp_path / "train")
   done = run_jax(data_dir, out, tasks="squadv1", num_trials=1, **SQUAD)
   assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
