@@ -8,7 +8,8 @@ train and dev examples exactly as run_finetuning.py does (the task's own
   finetune.json  the FinetuningConfig, per task its head labels, rows and
                  train steps
   finetune.npz   "<task>/<split>/<column>": input_ids, num_tokens,
-                 segment_a as pretrain/arrays.py packs them, the rest of
+                 segment_a as pretrain/arrays.py packs them (multiple
+                 choice: per option, [rows, C, ...]), the rest of
                  the task's model inputs (labels; example_index, which
                  SQuAD's head echoes for its scorer) as they are
 `load` reads it back with NumPy only. The slot returns each trial's dev
@@ -58,8 +59,12 @@ def pack_features(features, vocab_size, where):
   """Compact columns of a split's features (see the module docstring)."""
   # example_index kept: SQuAD's head echoes it for its scorer's check.
   inputs = featurization.model_inputs(features)
-  columns = pretrain_arrays.pack(*(inputs[k] for k in PACKED), vocab_size,
-                                 where=where)
+  # Multiple choice's rows are [C, T]: packed as C rows each, shaped back.
+  lead = np.shape(inputs["input_ids"])[:-1]
+  flat = (np.reshape(inputs[k], (-1, np.shape(inputs[k])[-1]))
+          for k in PACKED)
+  columns = {k: v.reshape(lead + v.shape[1:]) for k, v in
+             pretrain_arrays.pack(*flat, vocab_size, where=where).items()}
   for key, value in inputs.items():
     if key not in PACKED:
       columns[key] = _narrow(value)

@@ -56,8 +56,10 @@ class JaxFinetuner:
     # Each call's batches at their longest row (finetune/padding.py), a
     # program jitted per length; 0: at seq_len.
     self.multiple = padding.multiple_for(config, self.seq_len)
-    self.num_tokens = {split: np.asarray(c["num_tokens"])
-                       for split, c in columns.items()}
+    # Per row (a multiple-choice row: its longest option), what its
+    # batch's length and group_by_length go by.
+    self.num_tokens = {split: np.asarray(c["num_tokens"]).reshape(
+        len(c["num_tokens"]), -1).max(axis=1) for split, c in columns.items()}
     # A small model's step is shorter than a host call on a GPU: steps go
     # `chunk` to a call (never more than the trial has), all at the
     # chunk's longest row. On the CPU a call costs nothing beside a step:

@@ -113,11 +113,12 @@ def synthetic(num_examples, seq_length, vocab_size, seed=0,
 
 def unpack(rows):
   """{input_ids, num_tokens, segment_a} rows -> int32 `input_ids`,
-  `input_mask`, `segment_ids` [B, T], as pretrain/data.py parses them."""
+  `input_mask`, `segment_ids` [..., T] ([B, T]; multiple choice's
+  [B, C, T]), as pretrain/data.py parses them."""
   ids = ops.cast(rows["input_ids"], "int32")
-  positions = ops.arange(ops.shape(ids)[1], dtype="int32")[None, :]
-  num_tokens = ops.cast(rows["num_tokens"], "int32")[:, None]
-  segment_a = ops.cast(rows["segment_a"], "int32")[:, None]
+  positions = ops.arange(ops.shape(ids)[-1], dtype="int32")
+  num_tokens = ops.cast(rows["num_tokens"], "int32")[..., None]
+  segment_a = ops.cast(rows["segment_a"], "int32")[..., None]
   real = positions < num_tokens
   return {"input_ids": ids, "input_mask": ops.cast(real, "int32"),
           "segment_ids": ops.cast(ops.logical_and(real,

@@ -185,10 +185,12 @@ JAX_STEPS = textwrap.dedent("""
 SQUAD = dict(HPARAMS, max_seq_length=64, max_query_length=16, doc_stride=32,
              eval_examples_limit=16)
 # (task, hparams beyond HPARAMS): a GLUE classifier, SQuAD's start/end
-# head, tagging's per-token softmax and its CRF.
+# head, tagging's per-token softmax and its CRF, multiple choice's [C, T]
+# rows (RACE's hand-written files).
 LOSS_CASES = {"rte": ("rte", {}), "squadv1": ("squadv1", SQUAD),
               "chunk": ("chunk", {}),
-              "chunk_crf": ("chunk", {"tagging_crf": True})}
+              "chunk_crf": ("chunk", {"tagging_crf": True}),
+              "race": ("race", {})}
 
 
 def task_data(data_dir, task):
@@ -199,6 +201,8 @@ def task_data(data_dir, task):
         os.path.join(SHARED, "squad", "dev-v1.1.json"), raw)
   if task == "chunk" and not os.path.isdir(raw):
     finetuning_data.chunk_slice(raw)
+  if task == "race" and not os.path.exists(raw):
+    os.symlink(os.path.join(ROOT, "tests", "data", "race"), raw)
   return raw
 
 
@@ -207,8 +211,9 @@ def test_jax_and_tensorflow_give_the_same_losses(data_dir, tmp_path, case):
   """Three train steps on one batch from the same encoder and head: the
   loss before each step is the same on both backends (so the model, the
   task's loss, the clipping and the layer-wise AdamW are), for a
-  classifier, SQuAD, tagging and tagging's CRF. The encoder read from the
-  TensorFlow checkpoint under JAX is the one an .npz folder holds."""
+  classifier, SQuAD, tagging, tagging's CRF and multiple choice. The
+  encoder read from the TensorFlow checkpoint under JAX is the one an .npz
+  folder holds."""
   task, extra = LOSS_CASES[case]
   task_data(data_dir, task)
   hparams = dict(HPARAMS, **extra, output_dir=str(tmp_path / "tf"))
@@ -340,6 +345,34 @@ def test_squad_trains_and_its_kept_model_scores_as_on_tensorflow(data_dir,
   for metric in ("exact_match", "f1", "total"):
     assert jax_results[metric] == tf_results[metric], metric
   assert jax_results["loss"] == pytest.approx(tf_results["loss"], abs=1e-5)
+
+
+def test_multiple_choice_trains_and_its_kept_model_scores_as_on_tensorflow(
+    data_dir, tmp_path):
+  """RACE under JAX ([B, C, T] rows): a trial trains and is scored; its
+  kept model, evaluated only on each backend, gives the same accuracy and
+  the dev loss within 1e-5."""
+  task_data(data_dir, "race")
+  out = str(tmp_path / "train")
+  done = run_jax(data_dir, out, tasks="race", num_trials=1)
+  assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+  with open(os.path.join(out, "race_trials.json")) as f:
+    trial, = json.load(f)["trials"]
+  assert 0 <= trial["race"]["accuracy"] <= 100
+  tf_env = {k: v for k, v in jax_env().items() if k != "KERAS_BACKEND"}
+  got = {}
+  for backend, env in (("jax", jax_env()), ("tensorflow", tf_env)):
+    folder = str(tmp_path / backend)
+    done = run_script(env, "--data-dir", data_dir, "--task-names", "race",
+                      "--output-dir", folder, "--init-checkpoint",
+                      os.path.join(out, "race_model"), "--hparams",
+                      json.dumps(HPARAMS), "--no-do-train")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    with open(one(folder, "results_race_*.json")) as f:
+      got[backend] = json.load(f)["trials"][0]["race"]
+  assert got["jax"]["accuracy"] == got["tensorflow"]["accuracy"]
+  assert got["jax"]["loss"] == pytest.approx(got["tensorflow"]["loss"],
+                                             abs=1e-5)
 
 
 def test_a_training_run_writes_its_test_predictions(data_dir, tmp_path):
