@@ -97,10 +97,14 @@ class JaxFinetuningRunner(FinetuningLoop):
       # pylint: disable-next=g-import-not-at-top
       from finetune.jax_trainer import JaxFinetuner
       task = self.tasks[0]
+      examples, features = self.data.examples_and_features(task, "train")
+      if self.config.distill:  # BAM: the teacher's outputs per train row
+        features = dict(features,
+                        teacher_outputs=self.teachers.outputs()[task.name])
       data = arrays.in_memory(
           self.config, self.tasks,
-          {task.name: {"train": self.data.examples_and_features(
-              task, "train")}}, self.tokenizer.vocab_size)
+          {task.name: {"train": (examples, features)}},
+          self.tokenizer.vocab_size)
       info = data.meta["tasks"][task.name]
       print(f"{task.name}: {info['train_examples']} train examples, "
             f"{info['train_rows']} rows, {info['train_steps']} steps",
@@ -115,8 +119,10 @@ class JaxFinetuningRunner(FinetuningLoop):
     print(f"fine-tuning {finetuner.task.name} for {steps} steps on JAX "
           f"({jax.devices()[0].platform}; {config.model_size} model: lr "
           f"{config.learning_rate:g}, layer-wise decay "
-          f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size})",
-          flush=True)
+          f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size})"
+          + ("; distilling from teachers" + (
+              ", annealed" if config.teacher_annealing else "")
+             if config.distill else ""), flush=True)
     # One call trains the whole trial: a line every LOG_SECONDS meanwhile,
     # as the TensorFlow runner's step log gives.
     trial = seed - config.seed + 1  # the loop's trial seeds

@@ -28,8 +28,6 @@ def check(config):
   if not kind:  # a task added elsewhere: its rows' layout is unknown here
     refuse(f"task {tasks[0]} (not one of GLUE, SQuAD, tagging or multiple "
            "choice)")
-  if config.distill or config.write_distill_outputs or config.teachers:
-    refuse("BAM distillation (distill, write_distill_outputs, teachers)")
   if config.task_weight_exponent is not None:
     refuse("task_weight_exponent")
   if config.strategy != "default":  # JaxFinetuner runs on one device

@@ -26,6 +26,7 @@ import keras
 import numpy as np
 
 from finetune import arrays as arrays_lib
+from finetune import bam
 from finetune import length_groups
 from finetune import padding
 from finetune.model import FinetuningModel
@@ -133,9 +134,14 @@ class JaxFinetuner:
                                 self.task.min_trimmed_length)
 
   # ------------------------------------------------------------- steps
-  def _train_step(self, state, rows, length):
+  def _train_step(self, state, rows, length, teacher_weight=None):
+    """One step on rows [B] cut to `length`; teacher_weight: BAM's
+    1 - lambda this step (a distilling run's, finetune/bam.py)."""
     trainable, fixed, opt_vars = state
     features = self._features("train", rows, length)
+    if self.config.distill:
+      features["teacher_weight"] = jnp.full(
+          rows.shape[:1], teacher_weight, jnp.float32)
     name = self.task.name
 
     def loss_fn(trainable, fixed):
@@ -153,17 +159,17 @@ class JaxFinetuner:
                                                          trainable)
     return (trainable, fixed, opt_vars), loss
 
-  def _train_chunk(self, state, rows, valid, length):
-    """Steps over rows [chunk, B] cut to `length`; a step whose `valid` is
-    False (past the trial's end) keeps the state. Returns the state and
-    the losses."""
+  def _train_chunk(self, state, rows, valid, length, weights):
+    """Steps over rows [chunk, B] cut to `length`, BAM's teacher weight
+    of each in `weights` [chunk]; a step whose `valid` is False (past the
+    trial's end) keeps the state. Returns the state and the losses."""
     def body(state, xs):
-      step_rows, keep = xs
-      new_state, loss = self._train_step(state, step_rows, length)
+      step_rows, keep, weight = xs
+      new_state, loss = self._train_step(state, step_rows, length, weight)
       state = jax.tree_util.tree_map(
           lambda new, old: jnp.where(keep, new, old), new_state, state)
       return state, loss
-    return jax.lax.scan(body, state, (rows, valid))
+    return jax.lax.scan(body, state, (rows, valid, weights))
 
   def _predict_step(self, trainable, fixed, rows, length):
     features = self._features("dev", rows, length)
@@ -186,30 +192,37 @@ class JaxFinetuner:
     may run in threads (slot/measure.py compile_all)."""
     del chunk
     state = self._state(self.model)
-    rows, valid, _ = self._chunk_rows(np.zeros(
+    rows, valid, _, weights = self._chunk_rows(np.zeros(
         (self.chunk, self.config.train_batch_size), np.int32), 0)
     eval_rows = self._put(np.zeros(self.config.eval_batch_size, np.int32))
-    return {"train": self._train_fn.lower(state, rows, valid, self.seq_len),
+    return {"train": self._train_fn.lower(state, rows, valid, self.seq_len,
+                                          weights),
             "eval": self._predict_fn.lower(state[0], state[1], eval_rows,
                                            self.seq_len)}
 
   def _chunk_rows(self, order, first):
     """Rows [chunk, B] of the steps from `first` (the last chunk padded
-    with the first rows, marked not valid), placed, and their length."""
+    with the first rows, marked not valid), placed, their length, and
+    each step's BAM teacher weight (as the TensorFlow runner's)."""
     rows = order[first:first + self.chunk]
     length = self._length("train", rows)
     valid = np.arange(self.chunk) < len(rows)
+    weights = np.array([bam.teacher_weight(
+        step, self.num_steps, self.config.teacher_annealing)
+                        for step in range(first, first + self.chunk)],
+                       np.float32)
     if len(rows) < self.chunk:
       rows = np.concatenate([rows, np.resize(order[:1], (
           self.chunk - len(rows),) + order.shape[1:])])
-    return self._put(rows), self._put(valid), length
+    return self._put(rows), self._put(valid), length, self._put(weights)
 
   def install(self, chunk, compiled):
     """The steps `lower` made, compiled: at seq_len (no batch cut)."""
     del chunk
     train, predict = compiled["train"], compiled["eval"]
     self.multiple = 0
-    self._train_fn = lambda state, rows, valid, _: train(state, rows, valid)
+    self._train_fn = lambda state, rows, valid, _, weights: train(
+        state, rows, valid, weights)
     self._predict_fn = lambda trainable, fixed, rows, _: predict(
         trainable, fixed, rows)
 
@@ -232,8 +245,9 @@ class JaxFinetuner:
     start = time.time()
     losses = []
     for first in range(0, self.num_steps, self.chunk):
-      rows, valid, length = self._chunk_rows(order, first)
-      state, chunk_losses = self._train_fn(state, rows, valid, length)
+      rows, valid, length, weights = self._chunk_rows(order, first)
+      state, chunk_losses = self._train_fn(state, rows, valid, length,
+                                           weights)
       losses.append(chunk_losses)
     losses = np.concatenate(jax.device_get(losses)).astype(
         np.float32)[:self.num_steps]

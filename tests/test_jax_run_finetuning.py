@@ -23,7 +23,9 @@ import textwrap
 import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score
+import tensorflow as tf
 
+from finetune import bam
 from finetune.config import FinetuningConfig
 from finetune.model import head_weights
 from finetune.optimization import create_optimizer
@@ -168,6 +170,7 @@ JAX_STEPS = textwrap.dedent("""
     set_head_weights(model.heads[task], {
         k[len("head/"):]: v for k, v in saved.items()
         if k.startswith("head/")}, "the TensorFlow run")
+    weight = saved.pop("teacher_weight", None)  # BAM's 1 - lambda
     rows = np.arange(len(saved["input_ids"]), dtype=np.int32)
     same = np.array_equal(np.asarray(tuner._batch_numpy("train", rows)[
         "input_ids"]), saved["input_ids"])
@@ -175,7 +178,7 @@ JAX_STEPS = textwrap.dedent("""
     # At the rows' full length, as the test's TensorFlow step runs them.
     step = jax.jit(tuner._train_step, static_argnums=2)
     for _ in range(3):
-      state, loss = step(state, rows, tuner.seq_len)
+      state, loss = step(state, rows, tuner.seq_len, weight)
       losses.append(float(loss))
     print("RESULTS " + json.dumps({"losses": losses, "same_rows": same,
                                    "npz_same": npz_same}))
@@ -190,7 +193,10 @@ SQUAD = dict(HPARAMS, max_seq_length=64, max_query_length=16, doc_stride=32,
 LOSS_CASES = {"rte": ("rte", {}), "squadv1": ("squadv1", SQUAD),
               "chunk": ("chunk", {}),
               "chunk_crf": ("chunk", {"tagging_crf": True}),
-              "race": ("race", {})}
+              "race": ("race", {}),
+              "rte_bam": ("rte", {"distill": True}),
+              "sts_bam": ("sts", {"distill": True})}
+TEACHER_WEIGHT = 0.6  # BAM's 1 - lambda in the distilling cases' steps
 
 
 def task_data(data_dir, task):
@@ -203,7 +209,20 @@ def task_data(data_dir, task):
     finetuning_data.chunk_slice(raw)
   if task == "race" and not os.path.exists(raw):
     os.symlink(os.path.join(ROOT, "tests", "data", "race"), raw)
+  if task == "sts" and not os.path.exists(raw):
+    os.symlink(os.path.join(SHARED, "glue", "STS-B"), raw)
   return raw
+
+
+def write_teacher(runner, task, path):
+  """A BAM teacher's outputs on the run's train rows (random: a
+  distribution per row, or a regression value), for `teachers`."""
+  examples, features = runner.data.examples_and_features(task, "train")
+  keys = bam.row_keys(examples, features)
+  rng = np.random.default_rng(0)
+  values = (rng.uniform(0, 5, len(keys)) if task.head_kind == "regression"
+            else rng.dirichlet(np.ones(len(task.head_labels())), len(keys)))
+  bam.write_teacher_outputs(path, task.name, keys, values)
 
 
 @pytest.mark.parametrize("case", sorted(LOSS_CASES))
@@ -211,24 +230,34 @@ def test_jax_and_tensorflow_give_the_same_losses(data_dir, tmp_path, case):
   """Three train steps on one batch from the same encoder and head: the
   loss before each step is the same on both backends (so the model, the
   task's loss, the clipping and the layer-wise AdamW are), for a
-  classifier, SQuAD, tagging, tagging's CRF and multiple choice. The
+  classifier, SQuAD, tagging, tagging's CRF, multiple choice, and a BAM
+  student (classification and regression) mixing a teacher's outputs. The
   encoder read from the TensorFlow checkpoint under JAX is the one an .npz
   folder holds."""
   task, extra = LOSS_CASES[case]
   task_data(data_dir, task)
   hparams = dict(HPARAMS, **extra, output_dir=str(tmp_path / "tf"))
+  distill = bool(extra.get("distill"))
+  if distill:
+    hparams["teachers"] = {task: str(tmp_path / "teacher.npz")}
   runner = FinetuningRunner(FinetuningConfig(
       data_dir=data_dir, model_name="pre", task_names=task, **hparams))
+  if distill:
+    write_teacher(runner, runner.tasks[0], hparams["teachers"][task])
   # pylint: disable=protected-access
   model = runner._build(runner.config.seed)
-  features, steps = runner.data.train_data()[task]
+  features, steps = runner.data.train_data(
+      runner.teachers.outputs() if distill else None)[task]
   batch = {k: v[:HPARAMS["train_batch_size"]] for k, v in features.items()}
   saved = {f"head/{k}": v for k, v in head_weights(model.heads[task]).items()}
+  if distill:
+    saved["teacher_weight"] = np.float32(TEACHER_WEIGHT)
   np.savez(tmp_path / "tf.npz", input_ids=batch["input_ids"], **saved)
   optimizer = create_optimizer(runner.config, model.trainable_variables,
                                runner.model_config.num_hidden_layers, steps)
   step = runner._train_step(model, optimizer, task)
-  tf_losses = [float(step(batch)) for _ in range(3)]
+  weight = (tf.constant(TEACHER_WEIGHT, tf.float32),) if distill else ()
+  tf_losses = [float(step(batch, *weight)) for _ in range(3)]
   # The run as the JAX pretraining driver writes one: weights.json and
   # .npz shards, a pretrain_config.json beside them.
   npz = os.path.join(str(tmp_path), "pre_npz")
@@ -373,6 +402,28 @@ def test_multiple_choice_trains_and_its_kept_model_scores_as_on_tensorflow(
   assert got["jax"]["accuracy"] == got["tensorflow"]["accuracy"]
   assert got["jax"]["loss"] == pytest.approx(got["tensorflow"]["loss"],
                                              abs=1e-5)
+
+
+def test_a_bam_teacher_and_its_student_run_under_jax(data_dir, tmp_path):
+  """BAM on one task under JAX: a teacher run writes its kept model's
+  outputs on its train rows (a distribution per row, by row key), and a
+  student run distills from them, annealed, and is scored."""
+  teacher = str(tmp_path / "teacher")
+  done = run_jax(data_dir, teacher, num_trials=1, write_distill_outputs=True)
+  assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+  with np.load(os.path.join(teacher, "distill", "rte.npz")) as f:
+    keys, values = f["keys"], f["values"]
+  assert len(keys) == len(set(keys.tolist())) == HPARAMS[
+      "train_examples_limit"]
+  np.testing.assert_allclose(values.sum(-1), 1.0, atol=1e-5)
+  student = str(tmp_path / "student")
+  done = run_jax(data_dir, student, num_trials=1, distill=True, teachers={
+      "rte": os.path.join(teacher, "distill", "rte.npz")})
+  assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+  assert "distilling from teachers, annealed" in done.stdout
+  with open(os.path.join(student, "rte_trials.json")) as f:
+    trial, = json.load(f)["trials"]
+  assert 0 <= trial["rte"]["accuracy"] <= 100
 
 
 def test_a_training_run_writes_its_test_predictions(data_dir, tmp_path):
