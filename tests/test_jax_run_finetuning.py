@@ -1,37 +1,27 @@
 """run_finetuning.py under KERAS_BACKEND=jax (finetune/jax_run.py, the one
 loop of finetune/loop.py on finetune/jax_backend.py): it runs the trials
 and writes the TensorFlow runner's files, its metric is the task's own on
-the predictions it wrote, its loss is the TensorFlow runner's on the same
-batch and weights (step by step, the optimizer included), a kept model
-evaluates and predicts as on TensorFlow, test predictions are written, a
+the predictions it wrote (its losses step by step:
+tests/test_backends_finetune_alike.py), a kept model evaluates and
+predicts as on TensorFlow (SQuAD and multiple choice too), a BAM teacher
+and its student run, test predictions are written, a
 rerun goes on from the first unfinished trial, and an option only
 TensorFlow has is one line. An untrained tiny ELECTRA (tests/
 tiny_runs.py) on a slice of the real RTE; JAX runs in subprocesses (the
 tests' own process is on TensorFlow)."""
 
 import csv
-import dataclasses
 import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score
-import tensorflow as tf
 
-from finetune import bam
-from finetune.config import FinetuningConfig
-from finetune.model import head_weights
-from finetune.optimization import create_optimizer
-from finetune.trainer import FinetuningRunner
-from interop import npz_weights
-from loading.sources import open_source
 from tests import finetuning_data
 from tests import tiny_runs
 from tests.shared_data import SHARED
@@ -143,60 +133,8 @@ def test_the_other_backend_is_refused_before_it_loads(data_dir, resumed):
   assert "tensorflow" not in imported and "jax" not in imported
 
 
-JAX_STEPS = textwrap.dedent("""
-    import json, sys
-    import jax
-    import numpy as np
-    from finetune import config as configure
-    from finetune.jax_backend import JaxFinetuningRunner
-    from finetune.model import pretrained_encoder_weights
-    from finetune.model import set_encoder_weights, set_head_weights
-    from loading.sources import find_pretrained
-    config = configure.load_config(sys.argv[1:-2])
-    task = config.tasks[0]
-    saved = dict(np.load(sys.argv[-1]))
-    runner = JaxFinetuningRunner(config)
-    model = runner._build(config.seed)
-    tuner = runner.finetuner(model)
-    encoder = runner._encoder_weights
-    # The JAX pretraining driver's .npz folder of the same weights.
-    npz = find_pretrained(sys.argv[-2])
-    from_npz = {k: np.asarray(v) for k, v in
-                pretrained_encoder_weights(npz, config).items()}
-    npz_same = npz.source.kind == "npz" and sorted(encoder) == sorted(
-        from_npz) and all(np.array_equal(encoder[k], from_npz[k])
-                          for k in encoder)
-    set_encoder_weights(model.encoder, encoder)
-    set_head_weights(model.heads[task], {
-        k[len("head/"):]: v for k, v in saved.items()
-        if k.startswith("head/")}, "the TensorFlow run")
-    weight = saved.pop("teacher_weight", None)  # BAM's 1 - lambda
-    rows = np.arange(len(saved["input_ids"]), dtype=np.int32)
-    same = np.array_equal(np.asarray(tuner._batch_numpy("train", rows)[
-        "input_ids"]), saved["input_ids"])
-    state, losses = tuner._state(model), []
-    # At the rows' full length, as the test's TensorFlow step runs them.
-    step = jax.jit(tuner._train_step, static_argnums=2)
-    for _ in range(3):
-      state, loss = step(state, rows, tuner.seq_len, weight)
-      losses.append(float(loss))
-    print("RESULTS " + json.dumps({"losses": losses, "same_rows": same,
-                                   "npz_same": npz_same}))
-""")
-
-
 SQUAD = dict(HPARAMS, max_seq_length=64, max_query_length=16, doc_stride=32,
              eval_examples_limit=16)
-# (task, hparams beyond HPARAMS): a GLUE classifier, SQuAD's start/end
-# head, tagging's per-token softmax and its CRF, multiple choice's [C, T]
-# rows (RACE's hand-written files).
-LOSS_CASES = {"rte": ("rte", {}), "squadv1": ("squadv1", SQUAD),
-              "chunk": ("chunk", {}),
-              "chunk_crf": ("chunk", {"tagging_crf": True}),
-              "race": ("race", {}),
-              "rte_bam": ("rte", {"distill": True}),
-              "sts_bam": ("sts", {"distill": True})}
-TEACHER_WEIGHT = 0.6  # BAM's 1 - lambda in the distilling cases' steps
 
 
 def task_data(data_dir, task):
@@ -212,73 +150,6 @@ def task_data(data_dir, task):
   if task == "sts" and not os.path.exists(raw):
     os.symlink(os.path.join(SHARED, "glue", "STS-B"), raw)
   return raw
-
-
-def write_teacher(runner, task, path):
-  """A BAM teacher's outputs on the run's train rows (random: a
-  distribution per row, or a regression value), for `teachers`."""
-  examples, features = runner.data.examples_and_features(task, "train")
-  keys = bam.row_keys(examples, features)
-  rng = np.random.default_rng(0)
-  values = (rng.uniform(0, 5, len(keys)) if task.head_kind == "regression"
-            else rng.dirichlet(np.ones(len(task.head_labels())), len(keys)))
-  bam.write_teacher_outputs(path, task.name, keys, values)
-
-
-@pytest.mark.parametrize("case", sorted(LOSS_CASES))
-def test_jax_and_tensorflow_give_the_same_losses(data_dir, tmp_path, case):
-  """Three train steps on one batch from the same encoder and head: the
-  loss before each step is the same on both backends (so the model, the
-  task's loss, the clipping and the layer-wise AdamW are), for a
-  classifier, SQuAD, tagging, tagging's CRF, multiple choice, and a BAM
-  student (classification and regression) mixing a teacher's outputs. The
-  encoder read from the TensorFlow checkpoint under JAX is the one an .npz
-  folder holds."""
-  task, extra = LOSS_CASES[case]
-  task_data(data_dir, task)
-  hparams = dict(HPARAMS, **extra, output_dir=str(tmp_path / "tf"))
-  distill = bool(extra.get("distill"))
-  if distill:
-    hparams["teachers"] = {task: str(tmp_path / "teacher.npz")}
-  runner = FinetuningRunner(FinetuningConfig(
-      data_dir=data_dir, model_name="pre", task_names=task, **hparams))
-  if distill:
-    write_teacher(runner, runner.tasks[0], hparams["teachers"][task])
-  # pylint: disable=protected-access
-  model = runner._build(runner.config.seed)
-  features, steps = runner.data.train_data(
-      runner.teachers.outputs() if distill else None)[task]
-  batch = {k: v[:HPARAMS["train_batch_size"]] for k, v in features.items()}
-  saved = {f"head/{k}": v for k, v in head_weights(model.heads[task]).items()}
-  if distill:
-    saved["teacher_weight"] = np.float32(TEACHER_WEIGHT)
-  np.savez(tmp_path / "tf.npz", input_ids=batch["input_ids"], **saved)
-  optimizer = create_optimizer(runner.config, model.trainable_variables,
-                               runner.model_config.num_hidden_layers, steps)
-  step = runner._train_step(model, optimizer, task)
-  weight = (tf.constant(TEACHER_WEIGHT, tf.float32),) if distill else ()
-  tf_losses = [float(step(batch, *weight)) for _ in range(3)]
-  # The run as the JAX pretraining driver writes one: weights.json and
-  # .npz shards, a pretrain_config.json beside them.
-  npz = os.path.join(str(tmp_path), "pre_npz")
-  source = open_source(os.path.join(data_dir, "models", "pre"))
-  npz_weights.write(npz, source.weights(),
-                    dataclasses.asdict(source.config))
-  shutil.copy(os.path.join(data_dir, "models", "pre", "pretrain_config.json"),
-              npz)
-  done = subprocess.run(
-      [sys.executable, "-c", JAX_STEPS, "--data-dir", data_dir,
-       "--model-name", "pre", "--task-names", task, "--hparams",
-       json.dumps(hparams), npz, str(tmp_path / "tf.npz")],
-      capture_output=True, text=True, timeout=300, cwd=ROOT, env=jax_env())
-  assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-  line = next(l for l in done.stdout.splitlines() if l.startswith("RESULTS"))
-  got = json.loads(line[len("RESULTS "):])
-  assert got["same_rows"]  # the same featurization, the same rows
-  assert got["npz_same"]  # the same encoder from either format
-  assert got["losses"][0] == pytest.approx(tf_losses[0], abs=1e-5)
-  np.testing.assert_allclose(got["losses"], tf_losses, atol=1e-5)
-  assert tf_losses[2] != tf_losses[0]  # the steps did train
 
 
 def run_script(env, *argv):
