@@ -104,19 +104,24 @@ def read_glue(task, split, limit):
           for r in rows]
 
 
+def hf_config(size):
+  """transformers' ElectraConfig of our preset's shape."""
+  import transformers
+  from interop import hf
+  from model import config as model_config
+  return transformers.ElectraConfig(**hf.config_fields(
+      model_config.get_model_config(size, 30522)))
+
+
 def write_pretrained(work_dir, size):
   """A random ElectraForPreTraining of our preset's shape, with the BERT
   vocabulary: both sides' one starting point."""
   import shutil
   import torch
   import transformers
-  from interop import hf
-  from model import config as model_config
   torch.manual_seed(0)
   path = os.path.join(work_dir, "pretrained")
-  config = transformers.ElectraConfig(**hf.config_fields(
-      model_config.get_model_config(size, 30522)))
-  transformers.ElectraForPreTraining(config).save_pretrained(path)
+  transformers.ElectraForPreTraining(hf_config(size)).save_pretrained(path)
   shutil.copy(VOCAB, os.path.join(path, "vocab.txt"))
   return path
 
@@ -381,12 +386,8 @@ def optimizer_step_seconds(size):
   implementations (best of 20 steps each, random gradients)."""
   import torch
   import transformers
-  from interop import hf
-  from model import config as model_config
-  config = transformers.ElectraConfig(**hf.config_fields(
-      model_config.get_model_config(size, 30522)))
   params = list(transformers.ElectraForSequenceClassification(
-      config).parameters())
+      hf_config(size)).parameters())
   for p in params:
     p.grad = torch.randn_like(p)
   best = float("inf")

@@ -68,6 +68,11 @@ class JaxFinetuner:
     if chunk is None:
       chunk = 1 if self.device.platform == "cpu" and self.multiple else 50
     self.chunk = max(1, min(chunk, self.num_steps))
+    # BAM's 1 - lambda at each step, as the TensorFlow runner's (and past
+    # the last step, for the last chunk's invalid steps).
+    self.teacher_weights = np.array(
+        [bam.teacher_weight(step, self.num_steps, config.teacher_annealing)
+         for step in range(self.num_steps + self.chunk)], np.float32)
     self.rows = {split: data.rows(task.name, split) for split in columns}
     self.data = {split: {k: jax.device_put(v, self.device)
                          for k, v in columns.items()}
@@ -207,10 +212,7 @@ class JaxFinetuner:
     rows = order[first:first + self.chunk]
     length = self._length("train", rows)
     valid = np.arange(self.chunk) < len(rows)
-    weights = np.array([bam.teacher_weight(
-        step, self.num_steps, self.config.teacher_annealing)
-                        for step in range(first, first + self.chunk)],
-                       np.float32)
+    weights = self.teacher_weights[first:first + self.chunk]
     if len(rows) < self.chunk:
       rows = np.concatenate([rows, np.resize(order[:1], (
           self.chunk - len(rows),) + order.shape[1:])])
