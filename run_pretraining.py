@@ -33,6 +33,13 @@ def format_metrics(results):
                        results.items()))
 
 
+def open_source(path):
+  """init_checkpoint's reader (loading/sources.py), imported when asked:
+  pretrain/ is below the loading layer."""
+  from loading.sources import open_source as read  # pylint: disable=g-import-not-at-top
+  return read(path)
+
+
 @main_guard
 def main(argv=None):
   # Paths, the dataset, the vocab and a resumed run's hparams are checked
@@ -44,14 +51,11 @@ def main(argv=None):
   if config.seeds:
     return multi_seed_main(config)
   if BACKEND == "jax":
-    from pretrain.jax_run import JaxRun
-    run = JaxRun
+    from pretrain.jax_run import JaxRun as Run
   else:
     import_tensorflow()
-    from loading.sources import open_source  # TF import after arg checks
-    from pretrain.trainer import Trainer
-    run = lambda c: Trainer(c, open_source=open_source)  # noqa: E731
-  with run(config) as trainer:  # the lock
+    from pretrain.trainer import Trainer as Run
+  with Run(config, open_source=open_source) as trainer:  # the lock
     if config.do_train:
       try:
         trainer.train()

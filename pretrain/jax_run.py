@@ -1,41 +1,30 @@
-"""run_pretraining.py under KERAS_BACKEND=jax: the run around the JAX
-trainer (pretrain/jax_trainer.py) that the TensorFlow path's Trainer is
-around its tf.function: the same config and run directory (the lock, the
-hparam drift check, pretrain_config.json; pretrain/run_dir.py), resumable
-checkpoints (training/npz_checkpoints.py: the whole state, and the step that
-fixes the data position and the masking noise), the log line (training/
-step_log.py), SIGTERM/Ctrl-C saves then stops, held-out eval with
-eval_results.json. Its own: the data are NumPy arrays (pretrain/arrays.py,
+"""run_pretraining.py under KERAS_BACKEND=jax: the pretraining loop's
+JAX backend (pretrain/loop.py) around the JAX trainer (pretrain/
+jax_trainer.py). Its own: the data are NumPy arrays (pretrain/arrays.py,
 DATA_DIR/pretrain_arrays, exported from the TFRecords on first use where
 TensorFlow is installed); every local device trains as one data-parallel
-replica set (keras.distribution); the scalars go to TensorBoard events
+replica set (keras.distribution); checkpoints are .npz files of the whole
+state and the step, which fixes the data position and the masking noise
+(training/npz_checkpoints.py); the scalars go to TensorBoard events
 through the tensorboard package (not TensorFlow's writer) and to
-train/scalars.jsonl; the finished run's weights are also written as .npz
-shards in MODEL_DIR (interop/npz_weights.py), which fine-tuning, scoring
-and export read.
+scalars.jsonl; the finished run's weights are also written as .npz shards
+in MODEL_DIR (interop/npz_weights.py), which fine-tuning, scoring and
+export read.
 """
 
 import importlib.util
 import json
 import os
-import time
 
 import jax
 
 from pretrain import arrays as arrays_lib
-from pretrain import flops
 from pretrain import run_dir
 from pretrain.jax_trainer import JaxTrainer
-from pretrain.jax_trainer import count_params
+from pretrain.loop import PretrainingLoop
 from interop import npz_weights
-from interop.weights import import_weights
 from training import npz_checkpoints
-from training.heartbeat import Heartbeat
-from training.preemption import Preempted
-from training.preemption import PreemptionGuard
-from training.step_log import LOG_SECONDS
 from training.step_log import ScalarLog
-from training.step_log import StepLog
 from util import storage
 from util.errors import UserError
 from util.paths import located
@@ -87,27 +76,6 @@ def load_arrays(config):
   return loaded
 
 
-def restore(trainer, path):
-  like = dict(zip(trainer.STATE, trainer.state))  # shapes: no copy made
-  groups = npz_checkpoints.load(path, like)
-  trainer.load_state(groups, npz_checkpoints.step_of(path))
-
-
-def initialise(trainer, path):
-  """Weights (no optimizer state) from any format loading/sources.py
-  reads, as the TensorFlow path's Trainer._initialise: our runs of either
-  backend, the TF1 release, transformers, KerasHub, .keras, a fine-tuned
-  model; every network of this model must be there with its shapes."""
-  from loading.sources import open_source  # pylint: disable=g-import-not-at-top (only when asked)
-  source = open_source(path)
-  weights = source.weights()
-  import_weights(trainer.model, weights, source=path,
-                 require=trainer.model.networks())
-  trainer.take_model_weights()
-  print(f"initialised weights from {path} ({source.kind}: "
-        f"{', '.join(weights)})", flush=True)
-
-
 def write_weights(trainer, config):
   """The weights fine-tuning, scoring and export read (.npz shards +
   weights.json in MODEL_DIR) at the trainer's step; written whenever a run
@@ -124,21 +92,15 @@ def write_weights(trainer, config):
         f"{os.path.dirname(paths[0])} ({len(paths)} file(s))", flush=True)
 
 
-def save(trainer, config):
-  path = npz_checkpoints.save(config.model_dir, trainer.step,
-                              trainer.host_state(),
-                              keep=config.keep_checkpoint_max)
-  print(f"saved {path}", flush=True)
-  return path
-
-
-class JaxRun(run_dir.HoldsLock):
+class JaxRun(PretrainingLoop):
   """A pretraining run under JAX: `train()`, `evaluate()`; a context
   manager holding model_dir's lock."""
 
-  def __init__(self, config):
+  SHORTENS_CALLS = False  # each length of call compiles
+
+  def __init__(self, config, open_source=None):
     check_supported(config)
-    self.config = config
+    self.config, self.open_source = config, open_source
     self.arrays = load_arrays(config)
     self.arrays.check(config)  # vocab_size, as the saved config has it
     self.lock, self._commit = run_dir.prepare(
@@ -152,95 +114,62 @@ class JaxRun(run_dir.HoldsLock):
     except BaseException:
       self.close()
       raise
+    self.model, self.precision = self.trainer.model, self.trainer.precision
+    self.keys = self.trainer.log_keys + ("grad_norm",)  # the TF path's order
 
-  def train(self):
-    config, trainer = self.config, self.trainer
-    latest = npz_checkpoints.latest(config.model_dir)
-    if latest:
-      restore(trainer, latest)
-      print(f"resuming from {latest}", flush=True)
-    elif config.init_checkpoint:
-      initialise(trainer, config.init_checkpoint)
-    self._commit()  # nothing is written before this point
-    total = config.num_train_steps
-    if trainer.step >= total:
-      print(f"already trained: step {trainer.step} >= num_train_steps "
-            f"{total}", flush=True)
-      write_weights(trainer, config)  # as a stop in its last loop left it
-      return trainer.step
-    trainer.log(f"training {trainer.model.name} ({trainer.precision}, "
-                f"{len(trainer.devices)} device(s): "
-                f"{trainer.devices[0].device_kind}, "
-                f"{count_params(trainer.model):,} parameters) from step "
-                f"{trainer.step} to {total}")
-    trainer.log(f"FLOPs: {flops.train_flops_per_step(config):.3g} per step, "
-                f"{flops.total_train_flops(config):.3g} for the whole run "
-                "(ELECTRA appendix E convention)")
-    keys = trainer.log_keys + ("grad_norm",)  # the TF path's order
-    log = StepLog(config, trainer.step)
-    writer = ScalarLog(os.path.join(config.model_dir, "train"))
-    last_save = time.time()
-    with PreemptionGuard() as preemption:
-      while trainer.step < total:
-        step = trainer.step
-        # Fixed boundaries (a chunk's length is compiled into its step):
-        # the next loop, save or end, so a resumed run cuts as this one.
-        n = min(_next(step, config.iterations_per_loop),
-                _next(step, config.save_checkpoints_steps), total) - step
-        start = time.time()
-        if log.calls:
-          what = f"steps {step + 1}-{step + n}"
-        else:
-          what = "compiling the training step (first call)"
-          print(f"{what}; a line every {LOG_SECONDS:.0f} s until it runs",
-                flush=True)
-        with Heartbeat(what):
-          sums, finite = trainer.advance(n, total)
-          finite = float(finite)
-        # Fatal unless skipped (skips_nonfinite), or if every step was.
-        if finite < n and not (trainer.skips_nonfinite() and finite > 0):
-          raise UserError(
-              f"non-finite loss or gradients at steps {step + 1}-"
-              f"{trainer.step}; nothing saved past step {step} (try a lower"
-              " learning_rate, or skip_nonfinite_steps)")
-        logs = {k: float(sums[k]) / max(finite, 1.0) for k in keys}
-        log.log(trainer.step, n, time.time() - start, logs,
-                trainer.learning_rate(), writer)
-        timed = (config.save_checkpoints_secs and
-                 time.time() - last_save >= config.save_checkpoints_secs)
-        if (trainer.step % config.save_checkpoints_steps == 0 or timed or
-            trainer.step == total or preemption.requested):
-          save(trainer, config)
-          self._commit(saved=True)  # changed hparams: recorded now
-          last_save = time.time()
-        if preemption.requested:
-          writer.flush()
-          write_weights(trainer, config)
-          raise Preempted(f"{preemption.name}: saved step {trainer.step} "
-                          "and stopped", preemption.exit_code)
-    writer.flush()
-    write_weights(trainer, config)
-    return trainer.step
+  def _describe(self):
+    devices = self.trainer.devices
+    return (f"{self.precision}, {len(devices)} device(s): "
+            f"{devices[0].device_kind}")
 
-  def evaluate(self):
-    config, trainer = self.config, self.trainer
-    path = config.eval_checkpoint or npz_checkpoints.latest(config.model_dir)
-    if config.eval_checkpoint and not storage.exists(path):
-      raise UserError(f"eval_checkpoint not found: {path}")
-    if path:
-      restore(trainer, path)
-    elif config.init_checkpoint:
-      initialise(trainer, config.init_checkpoint)
-    else:
-      print("note: no checkpoint in model_dir; evaluating initial weights")
-    with Heartbeat("evaluating (the first call compiles the eval step)"):
-      results = trainer.evaluate()
-    if not config.eval_checkpoint:
-      storage.write_text_atomic(
-          os.path.join(config.model_dir, "eval_results.json"),
-          json.dumps(results, indent=2, sort_keys=True))
-    return results
+  def _step(self):
+    return self.trainer.step
 
+  def _latest(self):
+    return npz_checkpoints.latest(self.config.model_dir)
 
-def _next(step, every):
-  return (step // every + 1) * every
+  def _exists(self, path):
+    return storage.exists(path)
+
+  def _restore(self, path):
+    trainer = self.trainer
+    like = dict(zip(trainer.STATE, trainer.state))  # shapes: no copy made
+    groups = npz_checkpoints.load(path, like)
+    trainer.load_state(groups, npz_checkpoints.step_of(path))
+
+  def _begin_step(self, step, restored=False):
+    return self.trainer.begin_step(step, restored)
+
+  def _took_weights(self):
+    self.trainer.take_model_weights()
+
+  def _run_steps(self, n):
+    sums, finite = self.trainer.advance(n, self.config.num_train_steps)
+    finite = float(finite)
+    logs = {k: float(sums[k]) / max(finite, 1.0) for k in self.keys}
+    return dict(logs, nonfinite_steps=n - finite)
+
+  def _bad_weights(self):
+    variables = (self.model.trainable_variables +
+                 self.model.non_trainable_variables)
+    values = self.trainer.state[0] + self.trainer.state[1]
+    finite = jax.device_get([jax.numpy.isfinite(v).all() for v in values])
+    return [v.path for v, ok in zip(variables, finite)
+            if "float" in str(v.dtype) and not ok]
+
+  def _save(self, step):
+    return npz_checkpoints.save(self.config.model_dir, step,
+                                self.trainer.host_state(),
+                                keep=self.config.keep_checkpoint_max)
+
+  def _finish(self):
+    write_weights(self.trainer, self.config)
+
+  def _learning_rate(self):
+    return self.trainer.learning_rate()
+
+  def _writer(self, name):
+    return ScalarLog(os.path.join(self.config.model_dir, name))
+
+  def _eval_outputs(self):
+    return self.trainer.evaluate()

@@ -20,14 +20,15 @@ What it does its own way, as JAX wants it:
     (DataParallel: variables replicated, each batch split on its first
     axis; XLA sums the gradients);
   * weights are written as .npz shards (interop/npz_weights.py) that
-    --init-checkpoint reads on the CPU; no resumable checkpoints.
-Two-stage training (a schedule of the objective's own) and a unigram
-generator (the dataset's token counts) are the TensorFlow driver's only.
+    --init-checkpoint reads on the CPU.
+The run around it (checkpoints, resume, cadence, the objective's
+schedule) is pretrain/loop.py's, through pretrain/jax_run.py.
 """
 
 import dataclasses
 import json
 import time
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +40,7 @@ from interop.weights import export_weights
 from pretrain import arrays as arrays_lib
 from pretrain import flops
 from pretrain import masking
+from pretrain.loop import count_params
 from pretrain.objectives import build_model
 from training import optimization
 from util.errors import UserError
@@ -86,9 +88,6 @@ class JaxTrainer:
     counts = arrays.token_counts() if config.unigram_generator else None
     self.model = build_model(config, counts, special.values())
     self.model.build_variables()
-    if self.model.schedule_boundaries():
-      raise UserError(f"{config.training_algorithm} training switches what "
-                      "trains mid-run: use run_pretraining.py (TensorFlow)")
     # A float learning rate is an optimizer variable, which the step sets
     # from the shared schedule with a traced number of total steps.
     inner = optimization.create_optimizer(
@@ -180,10 +179,14 @@ class JaxTrainer:
 
     (_, (fixed, logs)), grads = jax.value_and_grad(
         loss_fn, has_aux=True)(trainable, fixed)
-    norm = _global_norm(grads) / loss_scale  # of the unscaled gradients
+    # What trains now (two-stage training freezes the generator): the
+    # others get no gradient, so the optimizer leaves them and their slots.
+    grads = [g if trains else None for g, trains in zip(grads, self._trains())]
+    norm = _global_norm([g for g in grads if g is not None]) / loss_scale
     if config.clip_norm > 0:  # tf.clip_by_global_norm, as the TF driver
       scale = config.clip_norm / jnp.maximum(norm, config.clip_norm)
-      grads = [g * scale.astype(g.dtype) for g in grads]
+      grads = [None if g is None else g * scale.astype(g.dtype)
+               for g in grads]
     schedule = optimization.WarmupPolynomialDecay(
         config.learning_rate, total_steps, warmup_steps,
         config.lr_decay_power, config.warmup_scales_decay)
@@ -191,8 +194,10 @@ class JaxTrainer:
     opt_vars[self._lr_index] = schedule(
         opt_vars[self._iteration_index]).astype(
             opt_vars[self._lr_index].dtype)
-    new_trainable, new_opt = self.optimizer.stateless_apply(
-        opt_vars, grads, trainable)
+    with warnings.catch_warnings():  # of the frozen ones' missing grads
+      warnings.filterwarnings("ignore", "Gradients do not exist")
+      new_trainable, new_opt = self.optimizer.stateless_apply(
+          opt_vars, grads, trainable)
     finite = jnp.isfinite(norm)
     if config.skip_nonfinite_steps and self._scale_index is None:
       # keep the weights; the step counts (loss scaling skips on its own)
@@ -204,6 +209,24 @@ class JaxTrainer:
       new_opt[self._iteration_index] = iteration
     logs["grad_norm"] = norm
     return (new_trainable, fixed, new_opt), logs, finite
+
+  def _trains(self):
+    """Per trainable variable, whether the objective trains it now."""
+    now = {id(v) for v in self.model.variables_to_train()}
+    return [id(v) in now for v in self.model.trainable_variables]
+
+  def begin_step(self, step, restored=False):
+    """The objective's own schedule (model.begin_step) applied to the
+    state: two-stage training's switch copies the generator into the
+    discriminator. The steps are traced again for what trains now."""
+    if not restored:
+      self.sync_model()
+    changed = self.model.begin_step(step, restored)
+    if changed:
+      self.take_model_weights()
+    if self.model.schedule_boundaries():  # the stage may have changed
+      self._chunks, self._eval_fn = {}, None
+    return changed
 
   def _chunk_fn(self, steps):
     if steps not in self._chunks:
@@ -252,11 +275,6 @@ class JaxTrainer:
                                                total_steps)
     self.step += steps
     return sums, finite
-
-  def skips_nonfinite(self):
-    """Whether a non-finite step is skipped rather than fatal: when asked,
-    and always under float16's loss scaling (as on TensorFlow)."""
-    return self.config.skip_nonfinite_steps or self.precision == "float16"
 
   STATE = ("trainable", "non_trainable", "optimizer")
 
@@ -449,7 +467,3 @@ class JaxTrainer:
                              max_shard_bytes=max_shard_bytes, step=self.step,
                              extra={"trained_by": "pretrain/jax_trainer.py",
                                     **(extra or {})})
-
-
-def count_params(model):
-  return int(sum(np.prod(v.shape) for v in model.trainable_variables))

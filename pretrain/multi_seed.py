@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pretrain.loop import skips_nonfinite
 from util.errors import UserError
 
 
@@ -156,8 +157,8 @@ class MultiSeedTrainer:
       finite = np.asarray(finite, np.float64)
       sums = {k: np.asarray(v, np.float64) for k, v in sums.items()}
       elapsed = time.time() - t0
-      if (finite < n).any() and not (first.skips_nonfinite() and
-                                     (finite > 0).all()):
+      skips = skips_nonfinite(first.config, first.precision)
+      if (finite < n).any() and not (skips and (finite > 0).all()):
         raise UserError(f"non-finite loss or gradients at steps "
                         f"{self.step - n + 1}-{self.step} of seed(s) "
                         f"{[i + 1 for i in np.flatnonzero(finite < n)]} of "

@@ -2,7 +2,7 @@
 (pretrain/jax_run.py's JaxRun: its model_dir, lock, config check,
 checkpoints, scalars, weights and eval_results.json) as its separate run
 writes it, trained together by pretrain/multi_seed.py's vmapped step.
-The loop is JaxRun.train's, once for all the seeds: the same chunk
+The loop is pretrain/loop.py's, once for all the seeds: the same chunk
 boundaries, saves and SIGTERM handling."""
 
 import contextlib
@@ -12,13 +12,11 @@ import time
 from pretrain import flops
 from pretrain.config import parse_seeds
 from pretrain.jax_run import JaxRun
-from pretrain.jax_run import _next
-from pretrain.jax_run import restore
-from pretrain.jax_run import save
+from pretrain.loop import _next
+from pretrain.loop import skips_nonfinite
 from pretrain.multi_seed import MultiSeedTrainer
 from pretrain.multi_seed import seed_config
 from pretrain.multi_seed import share_eval
-from training import npz_checkpoints
 from training.preemption import Preempted
 from training.preemption import PreemptionGuard
 from training.step_log import ScalarLog
@@ -35,6 +33,9 @@ class MultiSeedRun:
     if config.eval_checkpoint:
       raise UserError("eval_checkpoint names one run's checkpoint: evaluate "
                       "it without --seeds")
+    if config.training_algorithm == "two_stage":
+      raise UserError("two-stage training switches what trains mid-run: "
+                      "train each seed separately (without --seeds)")
     self.configs = [seed_config(config, k) for k in self.seeds]
     self._stack = contextlib.ExitStack()
     try:
@@ -52,10 +53,11 @@ class MultiSeedRun:
   def train(self):
     trainers = [run.trainer for run in self.runs]
     for run in self.runs:
-      latest = npz_checkpoints.latest(run.config.model_dir)
+      latest = run._latest()  # pylint: disable=protected-access
       if latest:
-        restore(run.trainer, latest)
-        print(f"resuming from {latest}", flush=True)
+        run._restore(latest)  # pylint: disable=protected-access
+        print(f"resumed from {latest} at step {run.trainer.step}",
+              flush=True)
     if len({t.step for t in trainers}) > 1:
       raise UserError("the seeds' runs are at different steps (" + ", ".join(
           f"{c.model_dir}: {t.step}" for c, t in zip(self.configs, trainers))
@@ -92,7 +94,7 @@ class MultiSeedRun:
         for i, (k, log, writer) in enumerate(zip(self.seeds, logs_of,
                                                  writers)):
           done = float(finite[i])
-          if done < n and not (multi.trainers[i].skips_nonfinite() and
+          if done < n and not (skips_nonfinite(config, first.precision) and
                                done > 0):
             raise UserError(
                 f"seed {k}: non-finite loss or gradients at steps "
@@ -106,8 +108,11 @@ class MultiSeedRun:
                  time.time() - last_save >= config.save_checkpoints_secs)
         if (multi.step % config.save_checkpoints_steps == 0 or timed or
             multi.step == total or preemption.requested):
-          for trainer, c in zip(multi.unstack(), self.configs):
-            save(trainer, c)
+          multi.unstack()
+          for run in self.runs:
+            path = run._save(multi.step)  # pylint: disable=protected-access
+            run._commit(saved=True)  # pylint: disable=protected-access
+            print(f"saved {path}", flush=True)
           last_save = time.time()
         if preemption.requested:
           for writer in writers:

@@ -21,7 +21,7 @@ from util.outputs import check_output_dir
 
 LOCK_FILE = "training.lock"  # held while a run trains (RunLock)
 
-def _io_errors():
+def io_errors():
   """What a failed read or write raises: TensorFlow's gfile errors too,
   where TensorFlow is in use (the JAX driver runs without it)."""
   tf = sys.modules.get("tensorflow")
@@ -70,7 +70,7 @@ def prepare(config, is_chief, lock=False, backend="tensorflow"):
   check_backend(config.model_dir, backend)  # before the lock file is made
   try:
     storage.makedirs(config.model_dir)
-  except _io_errors() as e:
+  except io_errors() as e:
     raise UserError(
         f"cannot write to model_dir {config.model_dir}: {e}") from None
   held = RunLock(config.model_dir) if lock else None
@@ -89,7 +89,7 @@ def prepare(config, is_chief, lock=False, backend="tensorflow"):
     try:
       while writes:
         writes.pop(0)()
-    except _io_errors() as e:
+    except io_errors() as e:
       raise UserError(
           f"cannot write to model_dir {config.model_dir}: {e}") from None
   return held, commit
@@ -100,7 +100,7 @@ def _prepare(config, is_chief, path, find_latest):
   wait for a checkpoint save: a trained run's changed config)."""
   try:
     latest = find_latest(config.model_dir)  # a broken index: refused
-  except _io_errors() as e:
+  except io_errors() as e:
     raise UserError(f"cannot read model_dir {config.model_dir}: {e}") from None
   writes, keep = [], None
   if storage.exists(path):

@@ -1,46 +1,41 @@
-"""The one pretraining driver: any objective model, any tf.distribute strategy.
+"""The pretraining loop's TensorFlow backend (pretrain/loop.py): any
+objective model, any tf.distribute strategy.
 
-Host loop: run `iterations_per_loop` steps inside one tf.function call,
-log, checkpoint every `save_checkpoints_steps` (model, optimizer and data
-iterator state, so a resumed run continues exactly), repeat.
+A host call runs its steps inside one tf.function; checkpoints hold the
+model, the optimizer and the data iterator's state, so a resumed run
+continues exactly.
 """
 
-import json
 import os
 import sys
-import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from interop.weights import import_weights
 from pretrain import data
 from pretrain import run_dir
+from pretrain.loop import PretrainingLoop
 from pretrain.objectives import build_model
 from training import checkpointing
 from training import distribution
 from training import optimization
 from training.progress import Progress as ProgressLines
-from training.preemption import Preempted
-from training.preemption import PreemptionGuard
 from training.step import ReplicaUpdate
-from training.step_log import StepLog
-from pretrain import flops
 from util import storage
 from util.errors import UserError
-from util.errors import cause
 
-class Trainer(run_dir.HoldsLock):
-  """Builds model, optimizer, data and checkpoints for a PretrainingConfig.
-  `open_source(path)` -> a Source (loading/sources.py) reads
-  init_checkpoint; run_pretraining.py passes it (pretrain/ is below the
-  loading layer)."""
+
+class Trainer(PretrainingLoop):
+  """Model, optimizer, data and checkpoints for a PretrainingConfig under
+  its tf.distribute strategy. `open_source(path)` -> a Source (loading/
+  sources.py) reads init_checkpoint; run_pretraining.py passes it
+  (pretrain/ is below the loading layer)."""
 
   def __init__(self, config, open_source=None):
     self.config = config
     self.open_source = open_source
-    self.lock, self._commit_config = None, lambda saved=False: None
+    self.lock, self._commit = None, lambda saved=False: None
     distribution.configure_threads(config)
     self.strategy = distribution.get_strategy(config)
     self.num_replicas = self.strategy.num_replicas_in_sync
@@ -58,8 +53,9 @@ class Trainer(run_dir.HoldsLock):
     distribution.set_precision(self.precision)
     # A training run holds model_dir's lock until close() (or its end);
     # its config is written once the checkpoint is restored (train()).
-    self.lock, self._commit_config = run_dir.prepare(
+    self.lock, self._commit = run_dir.prepare(
         config, self.is_chief, lock=config.do_train and self.is_chief)
+    self._training = None  # (iterator, checkpoint, manager) once training
     try:
       self._build(config)
     except BaseException:
@@ -81,9 +77,7 @@ class Trainer(run_dir.HoldsLock):
         self.optimizer.build(self.model.trainable_variables)
     self.update = ReplicaUpdate(self.optimizer, self.num_replicas,
                                 config.clip_norm, config.skip_nonfinite_steps)
-    self.skipped_steps = 0
 
-  # ---------------------------------------------------------------- setup
   def _report_corrupt_shards(self):
     """With skip_corrupt_records, says up front what will be skipped."""
     bad = data.scan_shards(self.meta["files"])
@@ -108,48 +102,92 @@ class Trainer(run_dir.HoldsLock):
       return dataset_fn(tf.distribute.InputContext())
     return self.strategy.distribute_datasets_from_function(dataset_fn)
 
-  def restore(self, checkpoint):
-    """Restores the latest checkpoint of model_dir, or init_checkpoint."""
+  # ------------------------------------------------ the loop's backend
+  def _describe(self):
+    return f"{self.precision}, {self.num_replicas} replica(s)"
+
+  def _step(self):
+    return int(self.optimizer.iterations.numpy())
+
+  def _latest(self):
+    return checkpointing.latest_checkpoint(self.config.model_dir)
+
+  def _exists(self, path):
+    return tf.io.gfile.exists(path + ".index")
+
+  def _open_training(self):
     config = self.config
-    latest = checkpointing.latest_checkpoint(config.model_dir)
-    try:
-      if latest:
-        checkpoint.read(latest).assert_existing_objects_matched()
-        print(f"resumed from {latest} at step "
-              f"{int(self.optimizer.iterations.numpy())}", flush=True)
-      elif config.init_checkpoint:
-        self._initialise(config.init_checkpoint)
-    except (tf.errors.OpError, AssertionError, ValueError, IndexError,
-            OSError) as e:  # a truncated data file raises IndexError
-      first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-      raise UserError(
-          f"cannot restore checkpoint {latest or config.init_checkpoint}"
-          f": {first}") from None
+    iterator = iter(self._distributed_dataset(config.train_batch_size, True))
+    # A plain tf.data iterator saves its position (shuffle buffers too);
+    # distributed iterators cannot, so those resume by skipping batches.
+    self._saves_position = isinstance(iterator,
+                                      tf.__internal__.tracking.Trackable)
+    checkpoint = self._checkpoint(iterator if self._saves_position else None)
+    self._training = (iterator, checkpoint,
+                      self._checkpoint_manager(checkpoint))
+
+  def _restore(self, path):
+    # Training reads the data position too; evaluation only what it holds.
+    checkpointing.read_checkpoint(
+        self._training[1] if self._training else self._checkpoint(), path)
 
   def _initialise(self, path):
-    """Weights (no optimizer state) from another run of ours with this
-    architecture, or from any format self.open_source reads (the TF1
-    release, transformers, .keras): every network of this model must be
-    found there with the same shapes, else one error lists what differs."""
-    if self.open_source is None:
-      raise UserError(f"cannot initialise from {path}: this Trainer was "
-                      "made without open_source (loading/sources.py)")
-    source = self.open_source(path)
-    if source.kind == "ours":
-      try:
-        checkpointing.read_checkpoint(
-            self._checkpoint(with_optimizer=False), source.path)
-        print(f"initialised weights from {source.path}", flush=True)
-        return
-      except UserError:
-        pass  # another objective or sharing: match the networks by name
-    weights = source.weights()
-    import_weights(self.model, weights, source=path,
-                   require=self.model.networks())
-    print(f"initialised weights from {path} ({source.kind}: "
-          f"{', '.join(weights)})", flush=True)
+    try:
+      super()._initialise(path)
+    except checkpointing.RESTORE_ERRORS as e:
+      raise checkpointing.restore_error(path, e) from None
 
-  # ------------------------------------------------------ several workers
+  def _read_own_weights(self, source):
+    try:
+      checkpointing.read_checkpoint(self._checkpoint(with_optimizer=False),
+                                    source.path)
+      return True
+    except UserError:
+      return False  # another objective or sharing: match networks by name
+
+  def _start_steps(self, step):
+    if not self._saves_position and step:
+      self._training = (iter(self._distributed_dataset(
+          self.config.train_batch_size, True, start_step=step)),
+                        ) + self._training[1:]
+    self._shards = data.ShardWatch(self.meta["files"])
+    self._train_loop = self._build_train_loop()
+
+  def _begin_step(self, step, restored=False):
+    changed = self.model.begin_step(step, restored)
+    if changed:
+      self._train_loop = self._build_train_loop()  # the new variable list
+    return changed
+
+  def _run_steps(self, n):
+    """One host call of n steps; data errors become one clear line."""
+    try:
+      logs = self._train_loop(self._training[0], tf.constant(n, tf.int32))
+      return {k: float(v) for k, v in logs.items()}
+    except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
+      raise data.read_error(e, self.meta["files"]) from None
+    except tf.errors.InvalidArgumentError as e:
+      if "Feature" in e.message or "Key:" in e.message:
+        raise UserError(f"TFRecords do not match the expected features "
+                        f"{data.FEATURE_NAMES} of length "
+                        f"{self.config.max_seq_length}: "
+                        f"{e.message.splitlines()[0][:200]}") from None
+      raise
+
+  def _data_changed(self):
+    changed = self._shards.changed()
+    if changed and self.config.skip_corrupt_records:
+      self._shards.accept()
+    return changed
+
+  def _bad_weights(self):
+    return [v.path for v in self.model.variables
+            if "float" in str(v.dtype) and
+            not bool(tf.reduce_all(tf.math.is_finite(v.value)))]
+
+  def _learning_rate(self):
+    return float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
+
   # Every worker takes part in each save (the variables are synchronised by
   # collectives), but only the chief writes to model_dir; the others write
   # to a scratch directory that is deleted again, unless
@@ -167,21 +205,19 @@ class Trainer(run_dir.HoldsLock):
         scheduled=lambda step: (step % config.save_checkpoints_steps == 0 or
                                 step == config.num_train_steps))
 
-  def _save(self, manager, step):
-    self._check_weights(manager, step)
-    path = manager.save(step)
-    self._commit_config(saved=True)  # changed hparams: recorded now
+  def _save(self, step):
+    path = self._training[2].save(step)
     if not self.is_chief and not self.config.keep_worker_checkpoints:
       storage.rmtree(self._worker_dir())
     return path
 
-  def _summary_writer(self, name):
+  def _writer(self, name):
     if not self.is_chief:
       return tf.summary.create_noop_writer()
     return tf.summary.create_file_writer(
         os.path.join(self.config.model_dir, name))
 
-  # ----------------------------------------------------------------- train
+  # ----------------------------------------------------------- the step
   def _with_global_denominators(self, batch):
     """Adds the mean over replicas of each loss denominator, so averaging
     replica losses equals the loss of the global batch (exactly)."""
@@ -228,159 +264,9 @@ class Trainer(run_dir.HoldsLock):
 
     return train_loop
 
-  def train(self):
+  # ----------------------------------------------------------------- eval
+  def _eval_outputs(self):
     config = self.config
-    iterator = iter(self._distributed_dataset(config.train_batch_size, True))
-    # A plain tf.data iterator saves its position (shuffle buffers too);
-    # distributed iterators cannot, so those resume by skipping batches.
-    saves_position = isinstance(iterator, tf.__internal__.tracking.Trackable)
-    checkpoint = self._checkpoint(iterator if saves_position else None)
-    manager = self._checkpoint_manager(checkpoint)
-    self.restore(checkpoint)
-    self._commit_config()  # nothing is written before this point
-    step = int(self.optimizer.iterations.numpy())
-    if not saves_position and step:
-      iterator = iter(self._distributed_dataset(config.train_batch_size, True,
-                                                start_step=step))
-    self.model.begin_step(step, restored=True)
-    boundaries = self.model.schedule_boundaries()
-    train_loop = self._build_train_loop()
-    writer = self._summary_writer("train")
-    if step >= config.num_train_steps:
-      print(f"already trained: step {step} >= num_train_steps "
-            f"{config.num_train_steps}", flush=True)
-      return step
-    print(f"training {self.model.name} ({self.precision}, "
-          f"{self.num_replicas} replica(s), "
-          f"{count_params(self.model):,} parameters) from step {step} to "
-          f"{config.num_train_steps}", flush=True)
-    # ELECTRA appendix E's convention, as the paper's Table 1 counts.
-    print(f"FLOPs: {flops.train_flops_per_step(config):.3g} per step, "
-          f"{flops.total_train_flops(config):.3g} for the whole run (ELECTRA "
-          "appendix E convention)", flush=True)
-    log_every = config.log_every_steps or config.iterations_per_loop
-    progress = StepLog(config, step)
-    shards = data.ShardWatch(self.meta["files"])
-    last_save = time.time()
-    with PreemptionGuard() as preemption:
-      while step < config.num_train_steps:
-        next_save = (step // config.save_checkpoints_steps + 1) * \
-            config.save_checkpoints_steps
-        next_log = (step // log_every + 1) * log_every
-        n = min(config.iterations_per_loop, next_save - step, next_log - step,
-                config.num_train_steps - step)
-        n = min([n] + [b - step for b in boundaries if b > step])
-        n = progress.steps(step, n, log_every)  # a line every ~15 s
-        loop_start = time.time()
-        logs = self._run_loop(train_loop, iterator, n)
-        elapsed = time.time() - loop_start
-        step += n
-        self._check_shards(shards, manager)
-        self._check_finite(logs, step, n, manager)
-        lr = float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
-        progress.log(step, n, elapsed, logs, lr, writer)
-        if step in boundaries:
-          # The objective's own schedule (two-stage training's switch); when
-          # what trains changed, a new loop traces the new variable list.
-          changed = self.model.begin_step(step)
-          if changed:
-            train_loop = self._build_train_loop()
-            print(changed, flush=True)
-        timed = (config.save_checkpoints_secs and
-                 time.time() - last_save >= config.save_checkpoints_secs)
-        if (step % config.save_checkpoints_steps == 0 or timed or
-            step == config.num_train_steps or preemption.requested):
-          path = self._save(manager, step)
-          last_save = time.time()
-          print(f"saved {path}", flush=True)
-        if preemption.requested:
-          writer.flush()
-          raise Preempted(f"{preemption.name}: saved step {step} and "
-                          "stopped", preemption.exit_code)
-    writer.flush()
-    return step
-
-  def _run_loop(self, train_loop, iterator, n):
-    """One host call of n steps; data errors become one clear line."""
-    config = self.config
-    try:
-      logs = train_loop(iterator, tf.constant(n, tf.int32))
-      return {k: float(v) for k, v in logs.items()}
-    except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
-      raise data.read_error(e, self.meta["files"]) from None
-    except tf.errors.InvalidArgumentError as e:
-      if "Feature" in e.message or "Key:" in e.message:
-        raise UserError(f"TFRecords do not match the expected features "
-                        f"{data.FEATURE_NAMES} of length "
-                        f"{config.max_seq_length}: "
-                        f"{e.message.splitlines()[0][:200]}") from None
-      raise
-
-  def _check_shards(self, shards, manager):
-    """A shard deleted or damaged while the run reads it stops the run
-    before its next save (skip_corrupt_records: a warning)."""
-    changed = shards.changed()
-    if changed and self.config.skip_corrupt_records:
-      print(f"warning: {changed}", flush=True)
-      shards.accept()
-    elif changed:
-      raise UserError(f"{changed}; stopping without saving, "
-                      f"{self._last_good(manager)}")
-
-  def _check_finite(self, logs, step, n, manager):
-    """Non-finite steps stop the run before anything is saved, unless they
-    were skipped (skip_nonfinite_steps, or float16's loss scaling)."""
-    bad = int(logs.pop("nonfinite_steps"))
-    if not bad:
-      return
-    skipping = self.config.skip_nonfinite_steps or (
-        self.precision == "float16")
-    if skipping and bad < n:
-      self.skipped_steps += bad
-      print(f"skipped {bad} non-finite step(s) before step {step} "
-            f"({self.skipped_steps} in this run)", flush=True)
-      return
-    what = (f"all {n} steps up to {step} were non-finite" if skipping else
-            f"non-finite loss or gradients at step {step - n + 1}-{step}")
-    raise UserError(f"{what}; stopping without saving, "
-                    f"{self._last_good(manager)}. Try a lower learning_rate")
-
-  def _check_weights(self, manager, step):
-    """An update can make weights inf or NaN after a finite loss (a huge
-    learning rate): such weights are never saved, so the newest
-    checkpoint stays the last finite one and none is rotated out."""
-    bad = [v.path for v in self.model.variables
-           if "float" in str(v.dtype) and
-           not bool(tf.reduce_all(tf.math.is_finite(v.value)))]
-    if bad:
-      raise UserError(
-          f"the weights after step {step} are not finite ({len(bad)} "
-          f"variable(s), e.g. {bad[0]}); stopping without saving, "
-          f"{self._last_good(manager)}. Try a lower learning_rate")
-
-  @staticmethod
-  def _last_good(manager):
-    latest = manager.latest_checkpoint
-    return (f"the last good checkpoint is {latest}" if latest else
-            "no checkpoint was saved yet")
-
-  # ------------------------------------------------------------------ eval
-  def evaluate(self):
-    """The objective's eval metrics over num_eval_steps batches."""
-    config = self.config
-    checkpoint = self._checkpoint()  # the optimizer holds the step count
-    latest = config.eval_checkpoint or checkpointing.latest_checkpoint(
-        config.model_dir)
-    if config.eval_checkpoint and not tf.io.gfile.exists(latest + ".index"):
-      raise UserError(f"eval_checkpoint not found: {latest}")
-    if latest:
-      checkpointing.read_checkpoint(checkpoint, latest)
-    elif config.init_checkpoint:
-      self._initialise(config.init_checkpoint)
-    else:
-      print("note: no checkpoint in model_dir; evaluating initial weights")
-    self.model.begin_step(int(self.optimizer.iterations.numpy()),
-                          restored=True)
     print(f"eval data: {self.meta['eval_source']} "
           f"({len(self.meta['eval_files'])} shard(s))", flush=True)
     iterator = iter(self._distributed_dataset(config.eval_batch_size, False))
@@ -406,21 +292,8 @@ class Trainer(run_dir.HoldsLock):
     lines.finish(
         f"{config.num_eval_steps * config.eval_batch_size:,} sequences",
         always=False)
-    arrays = {k: np.concatenate(v) for k, v in arrays.items()}
-    results = self.model.eval_metrics(arrays)
-    results["global_step"] = int(self.optimizer.iterations.numpy())
-    if self.is_chief and not config.eval_checkpoint:  # the latest model's
-      path = os.path.join(config.model_dir, "eval_results.json")
-      try:
-        storage.write_text_atomic(
-            path, json.dumps(results, indent=2, sort_keys=True))
-      except (OSError, tf.errors.OpError) as e:
-        raise UserError(f"cannot write {path}: {cause(e)}") from None
-    writer = self._summary_writer("eval")
-    with writer.as_default(step=results["global_step"]):
-      for k, v in results.items():
-        tf.summary.scalar(k, v)
-    return results
+    return self.model.eval_metrics(
+        {k: np.concatenate(v) for k, v in arrays.items()})
 
 
 def replica_grads(model, update, batch, num_replicas=1):
@@ -434,6 +307,3 @@ def replica_grads(model, update, batch, num_replicas=1):
   logs = {k: tf.cast(outputs[k], tf.float32) for k in model.LOG_KEYS}
   return grads, logs
 
-
-def count_params(model):
-  return int(sum(np.prod(v.shape) for v in model.trainable_variables))

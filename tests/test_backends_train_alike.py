@@ -3,7 +3,10 @@ same masked batches, three training steps of the JAX driver's step
 (pretrain/jax_trainer.py) and of the TensorFlow trainer's (pretrain/
 trainer.py replica_grads + training/step.py ReplicaUpdate) give the same
 losses and weights, for each pretraining objective (float32, no dropout,
-sampling at temperature 1e-6 so every sample is the argmax on both)."""
+sampling at temperature 1e-6 so every sample is the argmax on both);
+two-stage training switches after step 2, so its third step is stage
+two's on both (the discriminator copied from the generator, which is
+then frozen)."""
 
 import json
 import os
@@ -16,14 +19,18 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 3
-OBJECTIVES = ("mlm", "electra", "electric", "script")
+OBJECTIVES = ("mlm", "electra", "electric", "script", "two_stage")
+SWITCH = 2  # two-stage training's last generator step
+TWO_STAGE = dict(objective="electra", training_algorithm="two_stage",
+                 two_stage_generator_steps=SWITCH, generator_hidden_size=1.0)
 
 
 def config_for(objective):
   from configure_pretraining import PretrainingConfig
+  extra = TWO_STAGE if objective == "two_stage" else dict(objective=objective)
   config = PretrainingConfig(
       data_dir="/tmp/unused", model_name="m", model_size="tiny",
-      objective=objective, vocab_size=200, max_seq_length=16,
+      **extra, vocab_size=200, max_seq_length=16,
       train_batch_size=4, temperature=1e-6, learning_rate=1e-3,
       num_warmup_steps=1, num_train_steps=10, mixed_precision="float32",
       model_hparam_overrides=dict(
@@ -40,7 +47,7 @@ JAX_SCRIPT = textwrap.dedent("""
     import jax
     from pretrain import arrays as arrays_lib
     from pretrain.jax_trainer import JaxTrainer
-    from tests.test_backends_train_alike import STEPS, config_for
+    from tests.test_backends_train_alike import STEPS, SWITCH, config_for
     for objective, out in json.loads(sys.argv[1]).items():
       config = config_for(objective)
       arrays = arrays_lib.synthetic(32, 16, 200, seed=0, heldout_examples=8)
@@ -48,6 +55,8 @@ JAX_SCRIPT = textwrap.dedent("""
       trainer.model.save_weights(out + ".initial.weights.h5")
       features, losses = [], []
       for step in range(STEPS):
+        if step == SWITCH and trainer.model.schedule_boundaries():
+          assert trainer.begin_step(step)  # stage two from here
         rows = trainer._replicated(trainer.train_rows(step, 1)[0])
         features.append({k: np.asarray(v) for k, v in trainer._features(
             "train", rows, trainer.train_key, step).items()})
@@ -97,15 +106,21 @@ def test_three_steps_give_the_same_losses_and_weights(jax_runs, objective):
   optimization.build_optimizer(optimizer, model.trainable_variables)
   update = ReplicaUpdate(optimizer, 1, config.clip_norm)
 
-  @tf.function
-  def step(batch):
-    grads, logs = replica_grads(model, update, batch)
-    update.apply(grads, model.variables_to_train())
-    return logs
+  def traced():  # again when what trains changes
+    @tf.function
+    def step(batch):
+      grads, logs = replica_grads(model, update, batch)
+      update.apply(grads, model.variables_to_train())
+      return logs
+    return step
 
+  step = traced()
   saved = np.load(out + ".features.npz")
   losses = []
   for i in range(STEPS):
+    if i == SWITCH and model.schedule_boundaries():
+      assert model.begin_step(i)
+      step = traced()
     batch = {k.split(":", 1)[1]: saved[k] for k in saved.files
              if k.startswith(f"{i}:")}
     losses.append(float(step(batch)["loss"]))

@@ -326,3 +326,32 @@ def test_a_run_of_the_other_backend_is_refused(data_dir, reference):
   assert on_tf.returncode != 0
   assert "trained with KERAS_BACKEND=jax (ckpt-40.npz)" in (
       on_tf.stderr.strip().splitlines()[-1])
+
+
+def test_two_stage_training_switches_and_resumes_past_the_switch(data_dir):
+  """Two-stage training under JAX (pretrain/loop.py's schedule boundaries
+  on the JAX trainer): the discriminator is copied from the generator at
+  step 20, the generator is frozen from then on, and a run killed saving
+  step 30 resumes from ckpt-20 (already in stage two) to the weights of
+  an uninterrupted run, bit for bit."""
+  two_stage = ("--hparams", json.dumps({
+      "training_algorithm": "two_stage", "two_stage_generator_steps": 20,
+      "generator_hidden_size": 1.0}))
+  whole = run(data_dir, "two_stage", *two_stage)
+  assert whole.returncode == 0, whole.stderr[-3000:]
+  assert ("two-stage training: step 20, discriminator initialised from the "
+          "generator, which is now frozen") in whole.stdout
+  model_dir = os.path.join(data_dir, "models", "two_stage")
+  switched, end = state(model_dir, 20), state(model_dir)
+  moved = [k for k in end if not np.array_equal(end[k], switched[k])]
+  assert moved and len(moved) < len(end)  # the generator's stayed
+  killed = run(data_dir, "two_stage_killed", *two_stage, script=KILLING,
+               KILL_STEP="30", KILL_AT="file")
+  assert killed.returncode == -9, killed.stderr[-3000:]
+  resumed = run(data_dir, "two_stage_killed", *two_stage)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"from step 20 to {STEPS}" in resumed.stdout
+  assert "two-stage training: step" not in resumed.stdout
+  got = state(os.path.join(data_dir, "models", "two_stage_killed"))
+  for key, value in end.items():
+    np.testing.assert_array_equal(got[key], value, err_msg=key)

@@ -64,10 +64,18 @@ def read_checkpoint(checkpoint, path):
     status = checkpoint.read(path)
     status.expect_partial()
     status.assert_existing_objects_matched()
-  except (tf.errors.OpError, AssertionError, ValueError, IndexError,
-          OSError) as e:  # a truncated data file raises IndexError
-    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-    raise UserError(f"cannot restore checkpoint {path}: {first}") from None
+  except RESTORE_ERRORS as e:
+    raise restore_error(path, e) from None
+
+
+# What a failed read raises (a truncated data file: IndexError).
+RESTORE_ERRORS = (tf.errors.OpError, AssertionError, ValueError, IndexError,
+                  OSError)
+
+
+def restore_error(path, e):
+  first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+  return UserError(f"cannot restore checkpoint {path}: {first}")
 
 
 def _step_of(prefix):
