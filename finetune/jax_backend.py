@@ -1,6 +1,7 @@
-"""The fine-tuning loop's JAX backend (finetune/loop.py has the loop): one
-device, the Predictor's step jitted, and a trial's training run by
-finetune/jax_trainer.py's JaxFinetuner over the train rows as arrays.
+"""The fine-tuning loop's JAX backend (finetune/loop.py has the loop):
+every local JAX device, data parallel (keras.distribution.DataParallel,
+as pretraining), the Predictor's step jitted, and a trial's training run
+by finetune/jax_trainer.py's JaxFinetuner over the train rows as arrays.
 
 So under KERAS_BACKEND=jax a run has the TensorFlow runner's trials,
 record, kept model, evaluation only, test outputs, --do-predict and a
@@ -11,7 +12,6 @@ equal; and no per-step log (a trial trains in one call): a line every
 ~15 s instead (training/heartbeat.py).
 """
 
-import contextlib
 import time
 
 import jax
@@ -23,27 +23,18 @@ from finetune.loop import FinetuningLoop
 from finetune.prediction import Predictor
 from finetune.prediction import model_shapes
 from training.heartbeat import Heartbeat
+from training.jax_devices import Devices
 from training.step_log import LOG_SECONDS
-
-
-class OneDevice:
-  """What the loop asks of a strategy, for JAX's first device (JaxFinetuner
-  trains on one)."""
-
-  num_replicas_in_sync = 1
-
-  @staticmethod
-  def scope():
-    return contextlib.nullcontext()
 
 
 class JaxPredictor(Predictor):
   """The Predictor with its step jitted (one program per batch length; a
   short last batch is wrapped to a full one, so it needs none of its
-  own)."""
+  own), each batch split over the devices."""
 
-  def __init__(self, config, data):
+  def __init__(self, config, data, devices):
     super().__init__(config, data)
+    self.devices = devices
     self._jitted = {}  # (task, variables' shapes) -> jitted eval step
 
   def _steps(self, model, task, rows, example):
@@ -58,8 +49,9 @@ class JaxPredictor(Predictor):
 
       self._jitted[key] = jax.jit(step)
     step = self._jitted[key]
-    weights = [[v.value for v in variables] for variables in
-               (model.trainable_variables, model.non_trainable_variables)]
+    weights = [[self.devices.put(v.value) for v in variables]
+               for variables in (model.trainable_variables,
+                                 model.non_trainable_variables)]
     seq_len = example["input_ids"].shape[-1]
     multiple = padding.multiple_for(self.config, seq_len)
     size = self.config.eval_batch_size
@@ -68,8 +60,8 @@ class JaxPredictor(Predictor):
       n = len(batch["input_ids"])
       if n < size:
         batch = {k: v[np.arange(size) % n] for k, v in batch.items()}
-      out = jax.device_get(step(*weights, padding.trimmed(
-          batch, multiple, task.min_trimmed_length)))
+      batch = padding.trimmed(batch, multiple, task.min_trimmed_length)
+      out = jax.device_get(step(*weights, self.devices.split(batch)))
       return padding.padded_back({k: np.asarray(v)[:n] for k, v in
                                   out.items()}, task.per_token_outputs,
                                  seq_len)
@@ -85,10 +77,10 @@ class JaxFinetuningRunner(FinetuningLoop):
     super().__init__(config)
 
   def _devices(self, config):
-    return OneDevice()
+    return Devices(jax.local_devices(), config)
 
   def _predictor(self, config, data):
-    return JaxPredictor(config, data)
+    return JaxPredictor(config, data, self.strategy)
 
   def finetuner(self, model):
     """The task's JaxFinetuner over its train rows, made once per run
@@ -110,14 +102,16 @@ class JaxFinetuningRunner(FinetuningLoop):
             f"{info['train_rows']} rows, {info['train_steps']} steps",
             flush=True)
       self._finetuner = JaxFinetuner(self.config, self.model_config, task,
-                                     data, model=model)
+                                     data, self.strategy.devices,
+                                     model=model)
     return self._finetuner
 
   def train(self, model, seed):
     config, finetuner = self.config, self.finetuner(model)
     steps = finetuner.num_steps
     print(f"fine-tuning {finetuner.task.name} for {steps} steps on JAX "
-          f"({jax.devices()[0].platform}; {config.model_size} model: lr "
+          f"({len(self.strategy.devices)} {jax.devices()[0].platform} "
+          f"device(s); {config.model_size} model: lr "
           f"{config.learning_rate:g}, layer-wise decay "
           f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size})"
           + ("; distilling from teachers" + (

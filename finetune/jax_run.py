@@ -30,8 +30,10 @@ def check(config):
            "choice)")
   if config.task_weight_exponent is not None:
     refuse("task_weight_exponent")
-  if config.strategy != "default":  # JaxFinetuner runs on one device
-    refuse(f"strategy {config.strategy}")
+  if config.strategy != "default":
+    raise UserError(f"strategy {config.strategy} is TensorFlow's: under "
+                    "KERAS_BACKEND=jax every local device trains, data "
+                    "parallel, with strategy default (docs/distributed.md)")
   if config.inference_engine == "openvino":  # it converts TensorFlow graphs
     refuse("inference_engine openvino")
 

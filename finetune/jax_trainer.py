@@ -14,8 +14,9 @@ trial's last one, in its last chunk, leave the state as it was), one jitted
 predict step; both per task, traced once and reused by every trial and
 every pretrained encoder of the same shape (the state goes in and out as
 arguments); the rows stay on the device and a call is handed only its
-batches' indices. One device: a Small model's
-fine-tuning batch does not need more.
+batches' indices. Data parallel over `devices` when there are several
+(keras.distribution.DataParallel, as pretraining: the state and the rows
+replicated, each batch split by rows, XLA sums the gradients).
 """
 
 import time
@@ -35,6 +36,7 @@ from finetune.optimization import create_optimizer
 from interop.weights import encoder_slots
 from pretrain.arrays import batch_rows
 from pretrain.jax_trainer import _global_norm
+from training.jax_devices import Devices
 from util.errors import UserError
 
 
@@ -43,13 +45,17 @@ class JaxFinetuner:
   fine-tunes given encoder weights with one seed and returns the dev
   outputs."""
 
-  def __init__(self, config, model_config, task, data, device=None,
+  def __init__(self, config, model_config, task, data, devices=None,
                log=print, chunk=None, model=None):
     if keras.backend.backend() != "jax":
       raise UserError("the JAX fine-tuning driver needs KERAS_BACKEND=jax")
     self.config, self.model_config, self.task = config, model_config, task
     self.log = log
-    self.device = device or jax.devices()[0]
+    # A device, or several to train data parallel over (default: the first).
+    if devices is None or not isinstance(devices, (list, tuple)):
+      devices = [devices or jax.devices()[0]]
+    self.placed = Devices(devices, config)
+    self.device = self.placed.devices[0]
     info = data.meta["tasks"][task.name]
     self.num_steps = info["train_steps"]
     columns = data.splits[task.name]
@@ -74,8 +80,7 @@ class JaxFinetuner:
         [bam.teacher_weight(step, self.num_steps, config.teacher_annealing)
          for step in range(self.num_steps + self.chunk)], np.float32)
     self.rows = {split: data.rows(task.name, split) for split in columns}
-    self.data = {split: {k: jax.device_put(v, self.device)
-                         for k, v in columns.items()}
+    self.data = {split: {k: self._put(v) for k, v in columns.items()}
                  for split, columns in data.splits[task.name].items()}
     keras.mixed_precision.set_dtype_policy(
         "mixed_bfloat16" if config.mixed_precision == "bfloat16" else
@@ -100,7 +105,7 @@ class JaxFinetuner:
     self.kept = None  # the last trained model (trial's keep_weights)
 
   def _put(self, value):
-    return jax.device_put(value, self.device)
+    return self.placed.put(value)
 
   def _new_model(self, seed):
     """A FinetuningModel built with `seed` (the head's init and the dropout
@@ -147,6 +152,7 @@ class JaxFinetuner:
     if self.config.distill:
       features["teacher_weight"] = jnp.full(
           rows.shape[:1], teacher_weight, jnp.float32)
+    features = self.placed.split(features)
     name = self.task.name
 
     def loss_fn(trainable, fixed):
@@ -177,7 +183,7 @@ class JaxFinetuner:
     return jax.lax.scan(body, state, (rows, valid, weights))
 
   def _predict_step(self, trainable, fixed, rows, length):
-    features = self._features("dev", rows, length)
+    features = self.placed.split(self._features("dev", rows, length))
     (loss, outputs), _ = self.model.stateless_call(
         trainable, fixed, features, task_name=self.task.name,
         training=False)
@@ -305,3 +311,4 @@ class JaxFinetuner:
       self.kept = model
     return outputs, dict(self._summary(losses, train_s),
                          dev_loss=float(outputs["loss"].mean()))
+

@@ -43,6 +43,7 @@ from pretrain import masking
 from pretrain.loop import count_params
 from pretrain.objectives import build_model
 from training import optimization
+from training.jax_devices import Devices
 from util.errors import UserError
 
 
@@ -68,20 +69,13 @@ class JaxTrainer:
     if keras.backend.backend() != "jax":
       raise UserError("the JAX driver needs KERAS_BACKEND=jax")
     arrays.check(config)
-    self.devices = list(devices or jax.devices())
-    n = len(self.devices)
-    for name in ("train_batch_size", "eval_batch_size"):
-      if getattr(config, name) % n:
-        raise UserError(f"{name} {getattr(config, name)} is not divisible "
-                        f"by the {n} devices")
+    self.placed = Devices(devices or jax.devices(), config)
+    self.devices = self.placed.devices
     self.precision = resolve_precision(config, self.devices)
     keras.mixed_precision.set_dtype_policy(
         {"float32": "float32", "bfloat16": "mixed_bfloat16",
          "float16": "mixed_float16"}[self.precision])
-    self.distribution = None
-    if n > 1:
-      self.distribution = keras.distribution.DataParallel(
-          devices=self.devices)
+    self.distribution = self.placed.distribution
     keras.distribution.set_distribution(self.distribution)
     keras.utils.set_random_seed(config.seed)
     special = arrays.meta["special_ids"]
@@ -122,21 +116,8 @@ class JaxTrainer:
     self.train_key = jax.random.PRNGKey(config.seed)
     self.eval_key = jax.random.PRNGKey(config.seed + 1)
 
-  # ------------------------------------------------------------ layout
   def _replicated(self, array):
-    if self.distribution is None:
-      return jax.device_put(array, self.devices[0])
-    layout = keras.distribution.TensorLayout(
-        [None] * np.ndim(array), self.distribution.device_mesh)
-    return keras.distribution.distribute_tensor(array, layout)
-
-  def _split_batch(self, features):
-    """Inside the step: each tensor split over the devices by rows."""
-    if self.distribution is None:
-      return features
-    return {k: keras.distribution.distribute_tensor(
-        v, self.distribution.get_data_layout(v.shape))
-            for k, v in features.items()}
+    return self.placed.put(array)
 
   # -------------------------------------------------------------- data
   def _features(self, split, rows, key, batch_number):
@@ -148,7 +129,7 @@ class JaxTrainer:
     noise = jax.random.uniform(
         jax.random.fold_in(key, batch_number),
         (masking.NUM_NOISE, batch, self.mask_config.max_predictions))
-    return self._split_batch(
+    return self.placed.split(
         masking.mask_batch(features, self.mask_config, noise))
 
   def train_rows(self, first_step, steps):

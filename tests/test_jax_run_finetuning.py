@@ -39,17 +39,20 @@ def data_dir(tmp_path_factory):
   return tiny_runs.tiny_run_with_rte(tmp_path_factory.mktemp("jaxrun"))
 
 
-def jax_env():
-  return dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
-              PYTHONPATH=ROOT)
+def jax_env(**extra):
+  env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
+             PYTHONPATH=ROOT)
+  env.pop("XLA_FLAGS", None)
+  return dict(env, **extra)
 
 
-def run_jax(data_dir, out, tasks="rte", **hparams):
+def run_jax(data_dir, out, tasks="rte", env=None, **hparams):
   return subprocess.run(
       [sys.executable, os.path.join(ROOT, "run_finetuning.py"),
        "--data-dir", data_dir, "--model-name", "pre", "--task-names", tasks,
        "--output-dir", out, "--hparams", json.dumps(dict(HPARAMS, **hparams))],
-      capture_output=True, text=True, timeout=300, cwd=ROOT, env=jax_env())
+      capture_output=True, text=True, timeout=300, cwd=ROOT,
+      env=env or jax_env())
 
 
 @pytest.fixture(scope="module")
@@ -337,3 +340,67 @@ def test_without_tensorflow_it_says_what_to_do(data_dir, tmp_path):
   assert done.returncode == 2, done.stdout + done.stderr
   line, = done.stderr.splitlines()
   assert "needs TensorFlow" in line and "finetune/arrays.py" in line, line
+
+
+def test_two_devices_fine_tune_as_one(data_dir, resumed, tmp_path):
+  """Data parallel over two (CPU) devices (training/jax_devices.py): the
+  same trial as on one device (its first trial, run above), each batch
+  split by rows and the gradients summed by XLA; dev predicted on both."""
+  out = str(tmp_path / "two")
+  two = run_jax(data_dir, out, num_trials=1, env=jax_env(
+      XLA_FLAGS="--xla_force_host_platform_device_count=2"))
+  assert two.returncode == 0, (two.stdout + two.stderr)[-3000:]
+  assert "(2 cpu device(s);" in two.stdout, two.stdout
+  one, _, one_out = resumed
+  got = json.load(open(os.path.join(out, "rte_trials.json")))["trials"][0]
+  want = one["trials"][0]
+  assert got["rte"]["loss"] == pytest.approx(want["rte"]["loss"], abs=1e-4)
+  assert got["rte"]["accuracy"] == want["rte"]["accuracy"]
+  name = "rte_dev_predictions_trial1.tsv"
+  assert (open(os.path.join(out, name)).read() ==
+          open(os.path.join(one_out, name)).read())
+
+
+KILLED_IN_TRIAL_2 = """
+import os, signal, sys
+sys.path.insert(0, os.getcwd())
+from finetune import jax_trainer
+fit, calls = jax_trainer.JaxFinetuner.fit, []
+def killing_fit(self, model, seed):
+  calls.append(seed)
+  if len(calls) == 2:  # trial 2, once trial 1 is recorded
+    os.kill(os.getpid(), signal.SIGKILL)
+  return fit(self, model, seed)
+jax_trainer.JaxFinetuner.fit = killing_fit
+import run_finetuning
+run_finetuning.main(sys.argv[1:])
+"""
+
+
+def test_a_sigkilled_run_resumes_to_the_uninterrupted_result(data_dir,
+                                                             tmp_path):
+  """SIGKILL inside trial 2 of a JAX run; the same command again runs only
+  trial 2, and the record ends as an uninterrupted run's: every trial's
+  metrics, the kept trial and its predictions."""
+  whole = str(tmp_path / "whole")
+  done = run_jax(data_dir, whole, num_trials=2)
+  assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+  killed_out = str(tmp_path / "killed")
+  argv = ["--data-dir", data_dir, "--model-name", "pre", "--task-names",
+          "rte", "--output-dir", killed_out, "--hparams",
+          json.dumps(dict(HPARAMS, num_trials=2))]
+  killed = subprocess.run([sys.executable, "-c", KILLED_IN_TRIAL_2, *argv],
+                          capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env=jax_env())
+  assert killed.returncode == -9, (killed.stdout + killed.stderr)[-3000:]
+  again = run_jax(data_dir, killed_out, num_trials=2)
+  assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+  assert "1 of 2 trial(s) done earlier" in again.stdout
+  records = [json.load(open(os.path.join(d, "rte_trials.json")))
+             for d in (whole, killed_out)]
+  assert records[1]["trials"] == records[0]["trials"]
+  assert records[1]["kept"]["trial"] == records[0]["kept"]["trial"]
+  for trial in (1, 2):
+    name = f"rte_dev_predictions_trial{trial}.tsv"
+    assert (open(os.path.join(killed_out, name)).read() ==
+            open(os.path.join(whole, name)).read()), name
