@@ -355,3 +355,24 @@ def test_two_stage_training_switches_and_resumes_past_the_switch(data_dir):
   got = state(os.path.join(data_dir, "models", "two_stage_killed"))
   for key, value in end.items():
     np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
+def test_non_finite_weights_are_never_saved(data_dir):
+  """The shared loop's checks under JAX: a rate past float32 makes the
+  weights inf in an update after a finite loss; the run stops in one line
+  before saving them, and ckpt-10 stays the newest checkpoint."""
+  first = run(data_dir, "diverging", "--num-train-steps", "10")
+  assert first.returncode == 0, first.stderr[-3000:]
+  model_dir = os.path.join(data_dir, "models", "diverging")
+  out = run(data_dir, "diverging", "--learning-rate", "1e39",
+            "--iterations-per-loop", "1", "--save-checkpoints-steps", "1",
+            "--accept-hparam-changes")
+  assert out.returncode != 0, out.stderr[-3000:]
+  assert re.fullmatch(
+      r"error: the weights after step 11 are not finite \(\d+ variable\(s\), "
+      r"e\.g\. .*\); stopping without saving, the last good checkpoint is "
+      rf"{re.escape(model_dir)}/ckpt-10\.npz\. Try a lower learning_rate",
+      out.stderr.strip().splitlines()[-1]), out.stderr[-2000:]
+  assert json.load(open(os.path.join(model_dir, "checkpoint.json")))[
+      "latest"] == "ckpt-10.npz"
+  assert not [f for f in os.listdir(model_dir) if f.startswith("ckpt-11")]
