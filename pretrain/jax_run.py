@@ -24,6 +24,8 @@ from pretrain.jax_trainer import JaxTrainer
 from pretrain.loop import PretrainingLoop
 from interop import npz_weights
 from training import npz_checkpoints
+from training.jax_devices import barrier
+from training.jax_devices import join_hosts
 from training.step_log import ScalarLog
 from util import storage
 from util.errors import UserError
@@ -39,8 +41,14 @@ def check_supported(config):
                     "with jax.distributed (docs/distributed.md)")
 
 
-def devices(config):
-  """The local devices that train: all of them, or the first num_gpus."""
+def devices(config, processes=1):
+  """The devices that train: every local one (or the first num_gpus), or
+  with several processes every device of all of them."""
+  if processes > 1:
+    if config.num_gpus:
+      raise UserError(f"num_gpus {config.num_gpus}: with several processes "
+                      "every device of each trains (leave num_gpus 0)")
+    return jax.devices()
   found = jax.local_devices()
   if config.num_gpus:
     if len(found) < config.num_gpus:
@@ -92,6 +100,19 @@ def write_weights(trainer, config):
         f"{os.path.dirname(paths[0])} ({len(paths)} file(s))", flush=True)
 
 
+class NoScalars(ScalarLog):
+  """A process other than the chief writes no scalars."""
+
+  def __init__(self):  # pylint: disable=super-init-not-called
+    pass
+
+  def write(self, step, scalars):
+    del step, scalars
+
+  def flush(self):
+    pass
+
+
 class JaxRun(PretrainingLoop):
   """A pretraining run under JAX: `train()`, `evaluate()`; a context
   manager holding model_dir's lock."""
@@ -101,16 +122,22 @@ class JaxRun(PretrainingLoop):
   def __init__(self, config, open_source=None):
     check_supported(config)
     self.config, self.open_source = config, open_source
+    # Several processes (jax.distributed): each trains its devices' share
+    # of every batch; process 0 alone writes to model_dir.
+    index, self.processes = join_hosts()
+    self.is_chief = index == 0
     self.arrays = load_arrays(config)
     self.arrays.check(config)  # vocab_size, as the saved config has it
     self.lock, self._commit = run_dir.prepare(
-        config, True, lock=config.do_train, backend="jax")
+        config, self.is_chief, lock=config.do_train and self.is_chief,
+        backend="jax")
     if importlib.util.find_spec("tensorflow"):
       # Keras' set_random_seed seeds TensorFlow too where it is installed:
       # imported here first, without its C++ banner.
       import_tensorflow()
     try:
-      self.trainer = JaxTrainer(config, self.arrays, devices(config))
+      self.trainer = JaxTrainer(config, self.arrays,
+                                devices(config, self.processes))
     except BaseException:
       self.close()
       raise
@@ -158,17 +185,25 @@ class JaxRun(PretrainingLoop):
             if "float" in str(v.dtype) and not ok]
 
   def _save(self, step):
-    return npz_checkpoints.save(self.config.model_dir, step,
-                                self.trainer.host_state(),
-                                keep=self.config.keep_checkpoint_max)
+    path = npz_checkpoints.checkpoint_path(self.config.model_dir, step)
+    if self.is_chief:  # the others hold the same state
+      path = npz_checkpoints.save(self.config.model_dir, step,
+                                  self.trainer.host_state(),
+                                  keep=self.config.keep_checkpoint_max)
+    barrier(f"saved step {step}")  # in place before any process reads it
+    return path
 
   def _finish(self):
-    write_weights(self.trainer, self.config)
+    if self.is_chief:
+      write_weights(self.trainer, self.config)
+    barrier("weights written")
 
   def _learning_rate(self):
     return self.trainer.learning_rate()
 
   def _writer(self, name):
+    if not self.is_chief:
+      return NoScalars()
     return ScalarLog(os.path.join(self.config.model_dir, name))
 
   def _eval_outputs(self):

@@ -44,6 +44,7 @@ from pretrain.loop import count_params
 from pretrain.objectives import build_model
 from training import optimization
 from training.jax_devices import Devices
+from training.jax_devices import fetch
 from util.errors import UserError
 
 
@@ -397,8 +398,9 @@ class JaxTrainer:
                                  self._replicated(rows.astype(np.int32)),
                                  jnp.int32(i))
       for k, v in out.items():
-        v = np.asarray(v, np.float32 if np.issubdtype(
-            np.asarray(v).dtype, np.floating) else None)
+        v = fetch(v)
+        if np.issubdtype(v.dtype, np.floating):
+          v = v.astype(np.float32)
         collected[k].append(v.reshape(1) if v.ndim == 0 else v)
     results = model.eval_metrics(
         {k: np.concatenate(v) for k, v in collected.items()})

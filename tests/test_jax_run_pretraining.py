@@ -6,6 +6,7 @@ its weights fine-tune; the run directory's checks hold as on TensorFlow."""
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -376,3 +377,62 @@ def test_non_finite_weights_are_never_saved(data_dir):
   assert json.load(open(os.path.join(model_dir, "checkpoint.json")))[
       "latest"] == "ckpt-10.npz"
   assert not [f for f in os.listdir(model_dir) if f.startswith("ckpt-11")]
+
+
+# A process other than the chief fails the moment it writes a file.
+CHIEF_WRITES = """
+import os, sys
+sys.path.insert(0, os.getcwd())
+if os.environ["KERAS_DISTRIBUTION_PROCESS_ID"] != "0":
+  from interop import npz_weights
+  from training import npz_checkpoints
+  from training import step_log
+  from util import storage
+  def refused(*args, **kwargs):
+    raise RuntimeError("a process other than the chief wrote")
+  npz_checkpoints.save = npz_weights.write = refused
+  storage.write_text_atomic = storage.rename = refused
+  step_log.ScalarLog.__init__ = step_log.ScalarLog.write = refused
+import run_pretraining
+run_pretraining.main(sys.argv[1:])
+"""
+
+
+def test_two_processes_train_as_one_process_with_two_devices(data_dir):
+  """Several hosts (jax.distributed, joined through Keras' launch
+  variables; here two processes on the loopback, one CPU device each):
+  the run of one process with two devices, weights and held-out eval, and
+  only process 0 writes."""
+  one = run(data_dir, "hosts_one", "--do-eval",
+            XLA_FLAGS="--xla_force_host_platform_device_count=2")
+  assert one.returncode == 0, one.stderr[-3000:]
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  procs = [subprocess.Popen(
+      [sys.executable, "-c", CHIEF_WRITES, "--data-dir", data_dir,
+       "--model-name", "hosts_two", "--hparams", HPARAMS, "--do-eval"],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+      env=env(KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{port}",
+              KERAS_DISTRIBUTION_NUM_PROCESSES="2",
+              KERAS_DISTRIBUTION_PROCESS_ID=str(k))) for k in (0, 1)]
+  try:
+    outs = [p.communicate(timeout=600) for p in procs]
+  finally:
+    for p in procs:
+      p.kill()
+  for p, (out, err) in zip(procs, outs):
+    assert p.returncode == 0, (out + err)[-3000:]
+  assert "2 device(s)" in outs[0][0] and "saved " in outs[0][0]
+  assert "eval results" in outs[1][0]  # evaluated too, wrote nothing
+  dirs = [os.path.join(data_dir, "models", n) for n in ("hosts_one",
+                                                       "hosts_two")]
+  expected, got = state(dirs[0]), state(dirs[1])
+  assert sorted(got) == sorted(expected)
+  for key, value in expected.items():
+    np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-4,
+                               err_msg=key)
+  results = [json.load(open(os.path.join(d, "eval_results.json")))
+             for d in dirs]
+  for key, value in results[0].items():
+    assert results[1][key] == pytest.approx(value, abs=1e-4), key

@@ -1,15 +1,58 @@
 """The JAX devices a step runs on: one, or several data parallel
 (keras.distribution.DataParallel: the state and the data replicated, each
-batch split by rows inside the jitted step, XLA summing the gradients).
-Pretraining's and fine-tuning's JAX backends both place through it."""
+batch split by rows inside the jitted step, XLA summing the gradients),
+those of this process or, once `join_hosts` joined several processes
+(jax.distributed), of all of them. Pretraining's and fine-tuning's JAX
+backends both place through it."""
 
 import contextlib
+import os
 
 import jax
 import keras
 import numpy as np
 
 from util.errors import UserError
+
+
+# Keras' own launch settings (keras.distribution.initialize): the
+# coordinator's host:port first, the number of processes, this one's index.
+HOSTS_ENV = ("KERAS_DISTRIBUTION_JOB_ADDRESSES",
+             "KERAS_DISTRIBUTION_NUM_PROCESSES",
+             "KERAS_DISTRIBUTION_PROCESS_ID")
+
+
+def join_hosts():
+  """Joins the processes the environment names (HOSTS_ENV), before any
+  JAX computation; returns (this process's index, the number of them)."""
+  given = [os.environ.get(k) for k in HOSTS_ENV]
+  if not any(given):
+    return 0, 1
+  if not all(given):
+    raise UserError("several hosts need all of " + ", ".join(HOSTS_ENV) +
+                    "; missing: " + ", ".join(
+                        k for k, v in zip(HOSTS_ENV, given) if not v))
+  # CPU devices of several processes reduce over gloo (GPUs: NCCL).
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  keras.distribution.initialize()
+  return jax.process_index(), jax.process_count()
+
+
+def fetch(value):
+  """A step's output on the host, whole: gathered from every process when
+  its rows are split over several."""
+  if jax.process_count() > 1 and not value.is_fully_addressable:
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    return np.asarray(multihost_utils.process_allgather(value, tiled=True))
+  return np.asarray(value)
+
+
+def barrier(name):
+  """Every process waits here for all others (after the chief's write,
+  before anyone reads it)."""
+  if jax.process_count() > 1:
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    multihost_utils.sync_global_devices(name)
 
 
 class Devices:
