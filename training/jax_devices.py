@@ -22,6 +22,9 @@ HOSTS_ENV = ("KERAS_DISTRIBUTION_JOB_ADDRESSES",
              "KERAS_DISTRIBUTION_PROCESS_ID")
 
 
+_JOINED = []
+
+
 def join_hosts():
   """Joins the processes the environment names (HOSTS_ENV), before any
   JAX computation; returns (this process's index, the number of them)."""
@@ -32,9 +35,11 @@ def join_hosts():
     raise UserError("several hosts need all of " + ", ".join(HOSTS_ENV) +
                     "; missing: " + ", ".join(
                         k for k, v in zip(HOSTS_ENV, given) if not v))
-  # CPU devices of several processes reduce over gloo (GPUs: NCCL).
-  jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  keras.distribution.initialize()
+  if not _JOINED:  # once a process (--seeds makes a run per seed)
+    # CPU devices of several processes reduce over gloo (GPUs: NCCL).
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    keras.distribution.initialize()
+    _JOINED.append(True)
   return jax.process_index(), jax.process_count()
 
 
