@@ -311,4 +311,3 @@ class JaxFinetuner:
       self.kept = model
     return outputs, dict(self._summary(losses, train_s),
                          dev_loss=float(outputs["loss"].mean()))
-

@@ -55,7 +55,9 @@ class Trainer(PretrainingLoop):
     # its config is written once the checkpoint is restored (train()).
     self.lock, self._commit = run_dir.prepare(
         config, self.is_chief, lock=config.do_train and self.is_chief)
-    self._training = None  # (iterator, checkpoint, manager) once training
+    # Once training: the data iterator, the checkpoint that saves it with
+    # the model and optimizer, and the series of saves.
+    self._iterator = self._train_checkpoint = self._manager = None
     try:
       self._build(config)
     except BaseException:
@@ -123,13 +125,13 @@ class Trainer(PretrainingLoop):
     self._saves_position = isinstance(iterator,
                                       tf.__internal__.tracking.Trackable)
     checkpoint = self._checkpoint(iterator if self._saves_position else None)
-    self._training = (iterator, checkpoint,
-                      self._checkpoint_manager(checkpoint))
+    self._iterator, self._train_checkpoint = iterator, checkpoint
+    self._manager = self._checkpoint_manager(checkpoint)
 
   def _restore(self, path):
     # Training reads the data position too; evaluation only what it holds.
     checkpointing.read_checkpoint(
-        self._training[1] if self._training else self._checkpoint(), path)
+        self._train_checkpoint or self._checkpoint(), path)
 
   def _initialise(self, path):
     try:
@@ -147,9 +149,8 @@ class Trainer(PretrainingLoop):
 
   def _start_steps(self, step):
     if not self._saves_position and step:
-      self._training = (iter(self._distributed_dataset(
-          self.config.train_batch_size, True, start_step=step)),
-                        ) + self._training[1:]
+      self._iterator = iter(self._distributed_dataset(
+          self.config.train_batch_size, True, start_step=step))
     self._shards = data.ShardWatch(self.meta["files"])
     self._train_loop = self._build_train_loop()
 
@@ -162,7 +163,7 @@ class Trainer(PretrainingLoop):
   def _run_steps(self, n):
     """One host call of n steps; data errors become one clear line."""
     try:
-      logs = self._train_loop(self._training[0], tf.constant(n, tf.int32))
+      logs = self._train_loop(self._iterator, tf.constant(n, tf.int32))
       return {k: float(v) for k, v in logs.items()}
     except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
       raise data.read_error(e, self.meta["files"]) from None
@@ -206,7 +207,7 @@ class Trainer(PretrainingLoop):
                                 step == config.num_train_steps))
 
   def _save(self, step):
-    path = self._training[2].save(step)
+    path = self._manager.save(step)
     if not self.is_chief and not self.config.keep_worker_checkpoints:
       storage.rmtree(self._worker_dir())
     return path
