@@ -5,10 +5,10 @@ import math
 
 import tensorflow as tf
 
-from finetune import bam
 from finetune import data_layout
 from finetune import length_groups
 from finetune import padding
+from finetune import task_order
 from finetune.featurization import limit
 from finetune.featurization import model_inputs
 from util.errors import UserError
@@ -83,16 +83,11 @@ class TaskData:
     return data
 
   def train_order(self, data, seed):
-    """Which task each step trains (data: train_data's): interleaved by
-    schedule, or with BAM's task_weight_exponent drawn by |D|^exponent
-    (section 3.3)."""
-    steps = {name: s for name, (_, s) in data.items()}
-    if self.config.task_weight_exponent is None:
-      return schedule(steps)
-    return bam.sample_schedule(
-        sum(steps.values()),
-        {name: len(f["input_ids"]) for name, (f, _) in data.items()},
-        self.config.task_weight_exponent, seed)
+    """Which task each step trains (data: train_data's;
+    finetune/task_order.py)."""
+    return task_order.train_order(
+        self.config, {name: s for name, (_, s) in data.items()},
+        {name: len(f["input_ids"]) for name, (f, _) in data.items()}, seed)
 
   def batches(self, features, batch_size, seed, min_length=1):
     """An iterator over train_dataset's batches (on the strategy's
@@ -125,11 +120,3 @@ class TaskData:
     options.autotune.enabled = False
     return ds.prefetch(2).with_options(options)
 
-
-def schedule(steps_by_task):
-  """Which task each step trains: tasks interleaved evenly, each task's
-  steps spread over the run in proportion to its count."""
-  order = []
-  for name, steps in steps_by_task.items():
-    order += [((i + 0.5) / steps, name) for i in range(steps)]
-  return [name for _, name in sorted(order)]
