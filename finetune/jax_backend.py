@@ -69,7 +69,7 @@ class JaxPredictor(Predictor):
 
 
 class JaxFinetuningRunner(FinetuningLoop):
-  """The loop on JAX; one task (JaxFinetuner's arrays hold one)."""
+  """The loop on JAX."""
 
   def __init__(self, config):
     self._finetuner = None  # built at the first trial that trains
@@ -83,34 +83,35 @@ class JaxFinetuningRunner(FinetuningLoop):
     return JaxPredictor(config, data, self.strategy)
 
   def finetuner(self, model):
-    """The task's JaxFinetuner over its train rows, made once per run
+    """The tasks' JaxFinetuner over their train rows, made once per run
     (`model`, the first trial's, its steps' template)."""
     if self._finetuner is None:
       # pylint: disable-next=g-import-not-at-top
       from finetune.jax_trainer import JaxFinetuner
-      task = self.tasks[0]
-      examples, features = self.data.examples_and_features(task, "train")
-      if self.config.distill:  # BAM: the teacher's outputs per train row
-        features = dict(features,
-                        teacher_outputs=self.teachers.outputs()[task.name])
-      data = arrays.in_memory(
-          self.config, self.tasks,
-          {task.name: {"train": (examples, features)}},
-          self.tokenizer.vocab_size)
-      info = data.meta["tasks"][task.name]
-      print(f"{task.name}: {info['train_examples']} train examples, "
-            f"{info['train_rows']} rows, {info['train_steps']} steps",
-            flush=True)
-      self._finetuner = JaxFinetuner(self.config, self.model_config, task,
-                                     data, self.strategy.devices,
+      teachers = self.teachers.outputs() if self.config.distill else None
+      featurized = {}
+      for task in self.tasks:
+        examples, features = self.data.examples_and_features(task, "train")
+        if teachers:  # BAM: the teacher's outputs per train row
+          features = dict(features, teacher_outputs=teachers[task.name])
+        featurized[task.name] = {"train": (examples, features)}
+      data = arrays.in_memory(self.config, self.tasks, featurized,
+                              self.tokenizer.vocab_size)
+      for name, info in data.meta["tasks"].items():
+        print(f"{name}: {info['train_examples']} train examples, "
+              f"{info['train_rows']} rows, {info['train_steps']} steps",
+              flush=True)
+      self._finetuner = JaxFinetuner(self.config, self.model_config,
+                                     self.tasks, data, self.strategy.devices,
                                      model=model)
     return self._finetuner
 
   def train(self, model, seed):
     config, finetuner = self.config, self.finetuner(model)
     steps = finetuner.num_steps
-    print(f"fine-tuning {finetuner.task.name} for {steps} steps on JAX "
-          f"({len(self.strategy.devices)} {jax.devices()[0].platform} "
+    print(f"fine-tuning {', '.join(finetuner.inputs)} for {steps} steps "
+          f"on JAX ({len(self.strategy.devices)} "
+          f"{jax.devices()[0].platform} "
           f"device(s); {config.model_size} model: lr "
           f"{config.learning_rate:g}, layer-wise decay "
           f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size})"

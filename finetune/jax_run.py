@@ -21,15 +21,10 @@ def check(config):
   def refuse(what):
     raise UserError(f"{what} is not supported under KERAS_BACKEND=jax: "
                     f"{TENSORFLOW_BACKEND}")
-  tasks = config.tasks
-  if len(tasks) > 1:  # JaxFinetuner's arrays hold one task
-    refuse(f"multi-task fine-tuning (--task-names {','.join(tasks)})")
-  kind = data_layout.kind(tasks[0])
-  if not kind:  # a task added elsewhere: its rows' layout is unknown here
-    refuse(f"task {tasks[0]} (not one of GLUE, SQuAD, tagging or multiple "
-           "choice)")
-  if config.task_weight_exponent is not None:
-    refuse("task_weight_exponent")
+  for task in config.tasks:
+    if not data_layout.kind(task):  # added elsewhere: its rows' layout
+      refuse(f"task {task} (not one of GLUE, SQuAD, tagging or multiple "
+             "choice)")
   if config.strategy != "default":
     raise UserError(f"strategy {config.strategy} is TensorFlow's: under "
                     "KERAS_BACKEND=jax every local device trains, data "

@@ -16,9 +16,16 @@ every pretrained encoder of the same shape (the state goes in and out as
 arguments); the rows stay on the device and a call is handed only its
 batches' indices. Data parallel over `devices` when there are several
 (keras.distribution.DataParallel, as pretraining: the state and the rows
-replicated, each batch split by rows, XLA sums the gradients).
+replicated, each batch split by rows, XLA sums the gradients). Several
+tasks (multi-task, BAM's student): one model with a head each, the steps
+in finetune/task_order.py's order as on TensorFlow, each step a call of
+its task's program (its rows, length and head), whose gradient reaches
+only what that task trains (the encoder and its head), so the optimizer
+leaves the other heads and their slots alone, as TensorFlow's `apply`
+over `variables_for(task)` does.
 """
 
+import collections
 import time
 
 import jax
@@ -30,6 +37,7 @@ from finetune import arrays as arrays_lib
 from finetune import bam
 from finetune import length_groups
 from finetune import padding
+from finetune import task_order
 from finetune.model import FinetuningModel
 from finetune.model import set_encoder_weights
 from finetune.optimization import create_optimizer
@@ -40,25 +48,13 @@ from training.jax_devices import Devices
 from util.errors import UserError
 
 
-class JaxFinetuner:
-  """One task's jitted train and predict steps over its TaskArrays; `trial`
-  fine-tunes given encoder weights with one seed and returns the dev
-  outputs."""
+class TaskRows:
+  """One task's rows on the devices: its splits' packed columns, how many
+  rows each has, each row's length, and the length a batch runs at."""
 
-  def __init__(self, config, model_config, task, data, devices=None,
-               log=print, chunk=None, model=None):
-    if keras.backend.backend() != "jax":
-      raise UserError("the JAX fine-tuning driver needs KERAS_BACKEND=jax")
-    self.config, self.model_config, self.task = config, model_config, task
-    self.log = log
-    # A device, or several to train data parallel over (default: the first).
-    if devices is None or not isinstance(devices, (list, tuple)):
-      devices = [devices or jax.devices()[0]]
-    self.placed = Devices(devices, config)
-    self.device = self.placed.devices[0]
-    info = data.meta["tasks"][task.name]
-    self.num_steps = info["train_steps"]
-    columns = data.splits[task.name]
+  def __init__(self, config, task, columns, put):
+    self.task = task
+    self.rows = {split: len(c["input_ids"]) for split, c in columns.items()}
     self.seq_len = columns["train"]["input_ids"].shape[-1]
     # Each call's batches at their longest row (finetune/padding.py), a
     # program jitted per length; 0: at seq_len.
@@ -67,29 +63,83 @@ class JaxFinetuner:
     # batch's length and group_by_length go by.
     self.num_tokens = {split: np.asarray(c["num_tokens"]).reshape(
         len(c["num_tokens"]), -1).max(axis=1) for split, c in columns.items()}
+    self.data = {split: {k: put(v) for k, v in c.items()}
+                 for split, c in columns.items()}
+
+  def batch_numpy(self, split, rows):
+    columns = {k: np.asarray(v)[np.asarray(rows)]
+               for k, v in self.data[split].items()}
+    return {k: np.asarray(v) for k, v in
+            arrays_lib.unpack_features(columns).items()}
+
+  def features(self, split, rows, length):
+    return arrays_lib.unpack_features(padding.cut(
+        {k: jnp.take(v, rows, axis=0) for k, v in self.data[split].items()},
+        length))
+
+  def length(self, split, rows):
+    """The length (static: one program each) rows [...] run at."""
+    if not self.multiple:
+      return self.seq_len
+    tokens = self.num_tokens[split][np.asarray(rows).reshape(-1)]
+    mask = np.arange(self.seq_len)[None] < tokens[:, None]
+    return padding.batch_length({"input_mask": mask}, self.multiple,
+                                self.task.min_trimmed_length)
+
+
+class JaxFinetuner:
+  """The tasks' jitted train steps and the first task's predict step over
+  their TaskArrays; `fit` fine-tunes a model with one seed, `trial`
+  fine-tunes given encoder weights and returns the first task's dev
+  outputs (a GPU slot's tasks are one a finetuner)."""
+
+  def __init__(self, config, model_config, tasks, data, devices=None,
+               log=print, chunk=None, model=None):
+    if keras.backend.backend() != "jax":
+      raise UserError("the JAX fine-tuning driver needs KERAS_BACKEND=jax")
+    self.config, self.model_config = config, model_config
+    self.tasks, self.task = list(tasks), tasks[0]
+    self.log = log
+    # A device, or several to train data parallel over (default: the first).
+    if devices is None or not isinstance(devices, (list, tuple)):
+      devices = [devices or jax.devices()[0]]
+    self.placed = Devices(devices, config)
+    self.device = self.placed.devices[0]
+    infos = {t.name: data.meta["tasks"][t.name] for t in self.tasks}
+    self.steps_by_task = {n: info["train_steps"] for n, info in infos.items()}
+    self.rows_by_task = {n: info["train_rows"] for n, info in infos.items()}
+    self.num_steps = sum(self.steps_by_task.values())
+    self.inputs = {t.name: TaskRows(config, t, data.splits[t.name], self._put)
+                   for t in self.tasks}
+    self.first = self.inputs[self.task.name]
     # A small model's step is shorter than a host call on a GPU: steps go
     # `chunk` to a call (never more than the trial has), all at the
     # chunk's longest row. On the CPU a call costs nothing beside a step:
-    # one a call, each at its own batch's length.
+    # one a call, each at its own batch's length; and one a call with
+    # several tasks, whose steps alternate between their programs.
     if chunk is None:
-      chunk = 1 if self.device.platform == "cpu" and self.multiple else 50
+      chunk = (1 if len(self.tasks) > 1 or (
+          self.device.platform == "cpu" and self.first.multiple) else 50)
     self.chunk = max(1, min(chunk, self.num_steps))
     # BAM's 1 - lambda at each step, as the TensorFlow runner's (and past
     # the last step, for the last chunk's invalid steps).
     self.teacher_weights = np.array(
         [bam.teacher_weight(step, self.num_steps, config.teacher_annealing)
          for step in range(self.num_steps + self.chunk)], np.float32)
-    self.rows = {split: data.rows(task.name, split) for split in columns}
-    self.data = {split: {k: self._put(v) for k, v in columns.items()}
-                 for split, columns in data.splits[task.name].items()}
     keras.mixed_precision.set_dtype_policy(
         "mixed_bfloat16" if config.mixed_precision == "bfloat16" else
         "float32")
     # The steps' template (its layers; the weights go in as arguments):
-    # `model`, a built FinetuningModel of the task (the loop's), or one
+    # `model`, a built FinetuningModel of the tasks (the loop's), or one
     # built here.
     self.model = model if model is not None else self._new_model(
         config.seed)
+    # Per task, which trainable variables its steps train.
+    self.trains = {}
+    for name in self.inputs:
+      own = {id(v) for v in self.model.variables_for(name)}
+      self.trains[name] = [id(v) in own
+                           for v in self.model.trainable_variables]
     self.optimizer = create_optimizer(
         config, self.model.trainable_variables,
         model_config.num_hidden_layers, self.num_steps,
@@ -98,7 +148,7 @@ class JaxFinetuner:
     # donated to the step).
     self.initial_opt = [np.asarray(v.value) for v in self.optimizer.variables]
     self._train_fn = jax.jit(self._train_chunk, donate_argnums=0,
-                             static_argnums=3)
+                             static_argnums=(1, 4))
     self._predict_fn = jax.jit(self._predict_step, static_argnums=3)
     # A model per trial seed (`trial`); a template given is not one.
     self._seeded = {} if model is not None else {config.seed: self.model}
@@ -108,13 +158,14 @@ class JaxFinetuner:
     return self.placed.put(value)
 
   def _new_model(self, seed):
-    """A FinetuningModel built with `seed` (the head's init and the dropout
-    seeds)."""
+    """A FinetuningModel built with `seed` (the heads' init and the
+    dropout seeds)."""
     keras.utils.set_random_seed(seed)
-    model = FinetuningModel(self.model_config, [self.task],
+    model = FinetuningModel(self.model_config, self.tasks,
                             name="finetuning")
-    one = {k: v[:1] for k, v in self._batch_numpy("train", [0]).items()}
-    model(one, task_name=self.task.name, training=False)
+    for name, inputs in self.inputs.items():  # builds every head
+      one = {k: v[:1] for k, v in inputs.batch_numpy("train", [0]).items()}
+      model(one, task_name=name, training=False)
     return model
 
   def initial_encoder_weights(self, seed):
@@ -123,37 +174,17 @@ class JaxFinetuner:
     return {slot.name: np.asarray(slot.value())
             for slot in encoder_slots(self._new_model(seed).encoder)}
 
-  def _batch_numpy(self, split, rows):
-    columns = {k: np.asarray(v)[np.asarray(rows)]
-               for k, v in self.data[split].items()}
-    return {k: np.asarray(v) for k, v in
-            arrays_lib.unpack_features(columns).items()}
-
-  def _features(self, split, rows, length):
-    return arrays_lib.unpack_features(padding.cut(
-        {k: jnp.take(v, rows, axis=0) for k, v in self.data[split].items()},
-        length))
-
-  def _length(self, split, rows):
-    """The length (static: one program each) rows [...] run at."""
-    if not self.multiple:
-      return self.seq_len
-    tokens = self.num_tokens[split][np.asarray(rows).reshape(-1)]
-    mask = np.arange(self.seq_len)[None] < tokens[:, None]
-    return padding.batch_length({"input_mask": mask}, self.multiple,
-                                self.task.min_trimmed_length)
-
   # ------------------------------------------------------------- steps
-  def _train_step(self, state, rows, length, teacher_weight=None):
-    """One step on rows [B] cut to `length`; teacher_weight: BAM's
-    1 - lambda this step (a distilling run's, finetune/bam.py)."""
+  def _train_step(self, state, name, rows, length, teacher_weight=None):
+    """One step of task `name` on rows [B] cut to `length`;
+    teacher_weight: BAM's 1 - lambda this step (a distilling run's,
+    finetune/bam.py)."""
     trainable, fixed, opt_vars = state
-    features = self._features("train", rows, length)
+    features = self.inputs[name].features("train", rows, length)
     if self.config.distill:
       features["teacher_weight"] = jnp.full(
           rows.shape[:1], teacher_weight, jnp.float32)
     features = self.placed.split(features)
-    name = self.task.name
 
     def loss_fn(trainable, fixed):
       (loss, _), fixed = self.model.stateless_call(
@@ -162,28 +193,34 @@ class JaxFinetuner:
 
     (loss, fixed), grads = jax.value_and_grad(loss_fn, has_aux=True)(
         trainable, fixed)
+    # No gradient for the other tasks' heads: their weights and slots stay.
+    grads = [g if trains else None
+             for g, trains in zip(grads, self.trains[name])]
     if self.config.clip_norm > 0:  # tf.clip_by_global_norm
-      norm = _global_norm(grads)
+      norm = _global_norm([g for g in grads if g is not None])
       scale = self.config.clip_norm / jnp.maximum(norm, self.config.clip_norm)
-      grads = [g * scale.astype(g.dtype) for g in grads]
+      grads = [None if g is None else g * scale.astype(g.dtype)
+               for g in grads]
     trainable, opt_vars = self.optimizer.stateless_apply(opt_vars, grads,
                                                          trainable)
     return (trainable, fixed, opt_vars), loss
 
-  def _train_chunk(self, state, rows, valid, length, weights):
-    """Steps over rows [chunk, B] cut to `length`, BAM's teacher weight
-    of each in `weights` [chunk]; a step whose `valid` is False (past the
-    trial's end) keeps the state. Returns the state and the losses."""
+  def _train_chunk(self, state, name, rows, valid, length, weights):
+    """Steps of task `name` over rows [chunk, B] cut to `length`, BAM's
+    teacher weight of each in `weights` [chunk]; a step whose `valid` is
+    False (past the trial's end) keeps the state. Returns the state and
+    the losses."""
     def body(state, xs):
       step_rows, keep, weight = xs
-      new_state, loss = self._train_step(state, step_rows, length, weight)
+      new_state, loss = self._train_step(state, name, step_rows, length,
+                                         weight)
       state = jax.tree_util.tree_map(
           lambda new, old: jnp.where(keep, new, old), new_state, state)
       return state, loss
     return jax.lax.scan(body, state, (rows, valid, weights))
 
   def _predict_step(self, trainable, fixed, rows, length):
-    features = self.placed.split(self._features("dev", rows, length))
+    features = self.placed.split(self.first.features("dev", rows, length))
     (loss, outputs), _ = self.model.stateless_call(
         trainable, fixed, features, task_name=self.task.name,
         training=False)
@@ -199,71 +236,94 @@ class JaxFinetuner:
 
   # ----------------------------------------------------------- compile
   def lower(self, chunk=None):
-    """Both steps traced and lowered ({"train", "eval"}); their .compile()
-    may run in threads (slot/measure.py compile_all)."""
+    """The first task's steps traced and lowered ({"train", "eval"});
+    their .compile() may run in threads (slot/measure.py compile_all)."""
     del chunk
     state = self._state(self.model)
-    rows, valid, _, weights = self._chunk_rows(np.zeros(
-        (self.chunk, self.config.train_batch_size), np.int32), 0)
+    rows, valid, weights = self._chunk_rows(np.zeros(
+        (1, self.config.train_batch_size), np.int32), 0)
     eval_rows = self._put(np.zeros(self.config.eval_batch_size, np.int32))
-    return {"train": self._train_fn.lower(state, rows, valid, self.seq_len,
-                                          weights),
+    seq_len = self.first.seq_len
+    return {"train": self._train_fn.lower(state, self.task.name, rows, valid,
+                                          seq_len, weights),
             "eval": self._predict_fn.lower(state[0], state[1], eval_rows,
-                                           self.seq_len)}
+                                           seq_len)}
 
-  def _chunk_rows(self, order, first):
-    """Rows [chunk, B] of the steps from `first` (the last chunk padded
-    with the first rows, marked not valid), placed, their length, and
-    each step's BAM teacher weight (as the TensorFlow runner's)."""
-    rows = order[first:first + self.chunk]
-    length = self._length("train", rows)
+  def _chunk_rows(self, rows, first):
+    """A call's rows [n <= chunk, B] (padded with their first to the
+    chunk, marked not valid), placed, and each step's BAM teacher weight
+    from global step `first` on (as the TensorFlow runner's)."""
     valid = np.arange(self.chunk) < len(rows)
     weights = self.teacher_weights[first:first + self.chunk]
     if len(rows) < self.chunk:
-      rows = np.concatenate([rows, np.resize(order[:1], (
-          self.chunk - len(rows),) + order.shape[1:])])
-    return self._put(rows), self._put(valid), length, self._put(weights)
+      rows = np.concatenate([rows, np.resize(rows[:1], (
+          self.chunk - len(rows),) + rows.shape[1:])])
+    return self._put(rows), self._put(valid), self._put(weights)
 
   def install(self, chunk, compiled):
-    """The steps `lower` made, compiled: at seq_len (no batch cut)."""
+    """The first task's steps `lower` made, compiled: at seq_len (no
+    batch cut)."""
     del chunk
     train, predict = compiled["train"], compiled["eval"]
-    self.multiple = 0
-    self._train_fn = lambda state, rows, valid, _, weights: train(
+    self.first.multiple = 0
+    self._train_fn = lambda state, _, rows, valid, __, weights: train(
         state, rows, valid, weights)
     self._predict_fn = lambda trainable, fixed, rows, _: predict(
         trainable, fixed, rows)
 
   # ------------------------------------------------------------ trials
   def fit(self, model, seed):
-    """Fine-tunes `model` (a FinetuningModel of this task and shape: the
+    """Fine-tunes `model` (a FinetuningModel of these tasks and shape: the
     fine-tuning loop's, finetune/jax_backend.py) in place, its rows in
     `seed`'s order; returns {"steps", "train_s", "final_loss"}."""
     state, losses, train_s = self._train(self._state(model), seed)
     self._assign(model, state)
     return self._summary(losses, train_s)
 
+  def calls(self, seed):
+    """(task, its first step in the run, rows [n <= chunk, B]) of each
+    call of a trial with `seed`: the tasks' steps in task_order's order,
+    each task's rows drawn by batch_rows over its own rows (a new
+    permutation each epoch), consecutive steps of one task a call."""
+    config = self.config
+    names = task_order.train_order(config, self.steps_by_task,
+                                   self.rows_by_task, seed)
+    counts = collections.Counter(names)
+    orders, taken = {}, collections.Counter()
+    for name, steps in counts.items():
+      inputs = self.inputs[name]
+      orders[name] = length_groups.group_rows(
+          batch_rows(seed, inputs.rows["train"], config.train_batch_size, 0,
+                     steps),
+          inputs.num_tokens["train"], config.group_by_length, seed)
+    first = 0
+    while first < len(names):
+      name, n = names[first], 1
+      while (n < self.chunk and first + n < len(names)
+             and names[first + n] == name):
+        n += 1
+      yield name, first, orders[name][taken[name]:taken[name] + n]
+      taken[name] += n
+      first += n
+
   def _train(self, state, seed):
     """(state, losses, seconds) after the trial's steps from `state`."""
-    config = self.config
-    order = length_groups.group_rows(
-        batch_rows(seed, self.rows["train"], config.train_batch_size, 0,
-                   self.num_steps),
-        self.num_tokens["train"], config.group_by_length, seed)
     start = time.time()
-    losses = []
-    for first in range(0, self.num_steps, self.chunk):
-      rows, valid, length, weights = self._chunk_rows(order, first)
-      state, chunk_losses = self._train_fn(state, rows, valid, length,
+    losses, sizes = [], []
+    for name, first, rows in self.calls(seed):
+      sizes.append(len(rows))
+      length = self.inputs[name].length("train", rows)
+      rows, valid, weights = self._chunk_rows(rows, first)
+      state, chunk_losses = self._train_fn(state, name, rows, valid, length,
                                            weights)
       losses.append(chunk_losses)
-    losses = np.concatenate(jax.device_get(losses)).astype(
-        np.float32)[:self.num_steps]
+    losses = np.concatenate([np.asarray(l)[:n] for l, n in zip(
+        jax.device_get(losses), sizes)]).astype(np.float32)
     train_s = time.time() - start
     if not np.all(np.isfinite(losses)):
-      raise UserError(f"{self.task.name}: non-finite loss at step "
-                      f"{int(np.argmin(np.isfinite(losses))) + 1}; try a "
-                      "lower learning_rate")
+      step = int(np.argmin(np.isfinite(losses))) + 1
+      raise UserError(f"{','.join(self.inputs)}: non-finite loss at step "
+                      f"{step}; try a lower learning_rate")
     return state, losses, train_s
 
   @staticmethod
@@ -292,15 +352,15 @@ class JaxFinetuner:
     set_encoder_weights(model.encoder, encoder_weights)
     state, losses, train_s = self._train(self._state(model), seed)
     trainable, fixed, _ = state
-    n, batch = self.rows["dev"], config.eval_batch_size
+    n, batch = self.first.rows["dev"], config.eval_batch_size
     collected = []
     for begin in range(0, n, batch):
       rows = np.arange(begin, begin + batch) % n  # the last batch wraps
       out = jax.device_get(self._predict_fn(
           trainable, fixed, self._put(rows.astype(np.int32)),
-          self._length("dev", rows)))
+          self.first.length("dev", rows)))
       out = padding.padded_back(out, self.task.per_token_outputs,
-                                self.seq_len)
+                                self.first.seq_len)
       keep = min(batch, n - begin)
       collected.append({k: np.asarray(v)[:keep] for k, v in out.items()})
     outputs = {k: np.concatenate([c[k] for c in collected])

@@ -64,7 +64,7 @@ def finetune_phase(args, clock, result, write, models):
   for key, (_, model_config) in distinct.items():
     for task in tasks:
       finetuners[(key, task.name)] = JaxFinetuner(
-          config, model_config, task, data, device, clock.log,
+          config, model_config, [task], data, device, clock.log,
           chunk=args.finetune_chunk)
   if args.random_init_control:  # its encoder as a fresh model builds it
     key = repr(dataclasses.asdict(shapes[control]))

@@ -3,8 +3,12 @@ head and the same batch, three train steps of run_finetuning.py's
 TensorFlow step (finetune/trainer.py) and of its JAX step
 (finetune/jax_trainer.py) give the same losses (so the model, the task's
 loss, the clipping and the layer-wise AdamW are the same), for every task
-kind: a GLUE classifier, SQuAD, tagging and its CRF, multiple choice, and
-a BAM student (classification and regression) mixing a teacher's outputs.
+kind: a GLUE classifier, SQuAD, tagging and its CRF, multiple choice, a
+BAM student (classification and regression) mixing a teacher's outputs,
+and multi-task runs (a classifier and a regression, plain and as BAM's
+student), whose steps alternate between the tasks: a step trains only
+its task's head, and the other head and its optimizer slots stay as
+they are (else the next step of that task would differ).
 The encoder read from the TensorFlow checkpoint under JAX is also the one
 an .npz folder holds. One JAX subprocess for every case (the tests' own
 process is on TensorFlow)."""
@@ -37,13 +41,21 @@ from tests.test_jax_run_finetuning import task_data
 ROOT = str(tiny_runs.ROOT)
 STEPS = 3
 TEACHER_WEIGHT = 0.6  # BAM's 1 - lambda in the distilling cases' steps
-# case: (task, hparams beyond HPARAMS); RACE's rows are [C, T].
+# case: (tasks, hparams beyond HPARAMS); RACE's rows are [C, T]. The
+# steps go through the tasks in turn (rte, sts, rte).
 CASES = {"rte": ("rte", {}), "squadv1": ("squadv1", SQUAD),
          "chunk": ("chunk", {}),
          "chunk_crf": ("chunk", {"tagging_crf": True}),
          "race": ("race", {}),
          "rte_bam": ("rte", {"distill": True}),
-         "sts_bam": ("sts", {"distill": True})}
+         "sts_bam": ("sts", {"distill": True}),
+         "rte_sts": ("rte,sts", {}),
+         "rte_sts_bam": ("rte,sts", {"distill": True})}
+
+
+def step_tasks(tasks):
+  """The task of each of the STEPS steps."""
+  return [tasks[i % len(tasks)] for i in range(STEPS)]
 
 JAX_STEPS = textwrap.dedent("""
     import json, sys
@@ -58,7 +70,6 @@ JAX_STEPS = textwrap.dedent("""
     results = {}
     for case, (argv, tf_npz) in cases.items():
       config = configure.load_config(argv)
-      task = config.tasks[0]
       saved = dict(np.load(tf_npz))
       runner = JaxFinetuningRunner(config)
       model = runner._build(config.seed)
@@ -72,18 +83,24 @@ JAX_STEPS = textwrap.dedent("""
           from_npz) and all(np.array_equal(encoder[k], from_npz[k])
                             for k in encoder)
       set_encoder_weights(model.encoder, encoder)
-      set_head_weights(model.heads[task], {
-          k[len("head/"):]: v for k, v in saved.items()
-          if k.startswith("head/")}, "the TensorFlow run")
-      weight = saved.pop("teacher_weight", None)  # BAM's 1 - lambda
-      rows = np.arange(len(saved["input_ids"]), dtype=np.int32)
-      same = np.array_equal(np.asarray(tuner._batch_numpy("train", rows)[
-          "input_ids"]), saved["input_ids"])
+      same, rows = True, {}
+      for task in config.tasks:
+        head = f"head/{task}/"
+        set_head_weights(model.heads[task], {
+            k[len(head):]: v for k, v in saved.items()
+            if k.startswith(head)}, "the TensorFlow run")
+        ids = saved[f"input_ids/{task}"]
+        rows[task] = np.arange(len(ids), dtype=np.int32)
+        same = same and np.array_equal(np.asarray(tuner.inputs[
+            task].batch_numpy("train", rows[task])["input_ids"]), ids)
+      weight = saved.get("teacher_weight")  # BAM's 1 - lambda
       state, losses = tuner._state(model), []
       # At the rows' full length, as the TensorFlow step runs them.
-      step = jax.jit(tuner._train_step, static_argnums=2)
-      for _ in range(int(sys.argv[3])):
-        state, loss = step(state, rows, tuner.seq_len, weight)
+      step = jax.jit(tuner._train_step, static_argnums=(1, 3))
+      for i in range(int(sys.argv[3])):
+        task = config.tasks[i % len(config.tasks)]
+        state, loss = step(state, task, rows[task],
+                           tuner.inputs[task].seq_len, weight)
         losses.append(float(loss))
       results[case] = {"losses": losses, "same_rows": same,
                        "npz_same": npz_same}
@@ -104,35 +121,47 @@ def write_teacher(runner, task, path):
 
 def tensorflow_steps(data_dir, case, folder):
   """(the case's TensorFlow losses, its argv for the JAX side): the first
-  batch of its train rows, its head's weights (and BAM's teacher weight)
-  saved in folder/tf.npz for the JAX side."""
-  task, extra = CASES[case]
-  task_data(data_dir, task)
+  batch of each task's train rows, its head's weights (and BAM's teacher
+  weight) saved in folder/tf.npz for the JAX side."""
+  tasks, extra = CASES[case]
+  names = tasks.split(",")
+  for task in names:
+    task_data(data_dir, task)
   hparams = dict(HPARAMS, **extra, output_dir=os.path.join(folder, "out"))
   distill = bool(extra.get("distill"))
   if distill:
-    hparams["teachers"] = {task: os.path.join(folder, "teacher.npz")}
+    hparams["teachers"] = {task: os.path.join(folder, f"teacher_{task}.npz")
+                           for task in names}
   runner = FinetuningRunner(FinetuningConfig(
-      data_dir=data_dir, model_name="pre", task_names=task, **hparams))
+      data_dir=data_dir, model_name="pre", task_names=tasks, **hparams))
   if distill:
-    write_teacher(runner, runner.tasks[0], hparams["teachers"][task])
+    for task in runner.tasks:
+      write_teacher(runner, task, hparams["teachers"][task.name])
   # pylint: disable=protected-access
   model = runner._build(runner.config.seed)
-  features, steps = runner.data.train_data(
-      runner.teachers.outputs() if distill else None)[task]
-  batch = {k: v[:HPARAMS["train_batch_size"]] for k, v in features.items()}
-  saved = {f"head/{k}": v for k, v in head_weights(model.heads[task]).items()}
+  data = runner.data.train_data(runner.teachers.outputs() if distill
+                                else None)
+  batches, saved = {}, {}
+  for task in names:
+    features, _ = data[task]
+    batches[task] = {k: v[:HPARAMS["train_batch_size"]]
+                     for k, v in features.items()}
+    saved[f"input_ids/{task}"] = batches[task]["input_ids"]
+    saved.update({f"head/{task}/{k}": v for k, v in
+                  head_weights(model.heads[task]).items()})
   if distill:
     saved["teacher_weight"] = np.float32(TEACHER_WEIGHT)
-  np.savez(os.path.join(folder, "tf.npz"), input_ids=batch["input_ids"],
-           **saved)
+  np.savez(os.path.join(folder, "tf.npz"), **saved)
   optimizer = create_optimizer(runner.config, model.trainable_variables,
-                               runner.model_config.num_hidden_layers, steps)
-  step = runner._train_step(model, optimizer, task)
+                               runner.model_config.num_hidden_layers,
+                               sum(steps for _, steps in data.values()))
+  steps = {task: runner._train_step(model, optimizer, task)
+           for task in names}
   weight = (tf.constant(TEACHER_WEIGHT, tf.float32),) if distill else ()
-  losses = [float(step(batch, *weight)) for _ in range(STEPS)]
+  losses = [float(steps[task](batches[task], *weight))
+            for task in step_tasks(names)]
   argv = ["--data-dir", data_dir, "--model-name", "pre", "--task-names",
-          task, "--hparams", json.dumps(hparams)]
+          tasks, "--hparams", json.dumps(hparams)]
   return losses, argv
 
 

@@ -51,19 +51,20 @@ SCRIPT = textwrap.dedent("""
         ("frozen", 0.0, 5, 8), ("trained", 3e-3, 5, 8),
         ("by_step", 3e-3, 1, 8), ("untrimmed", 3e-3, 5, 0)):
       config.learning_rate, config.pad_to_multiple = lr, multiple
-      tuner = JaxFinetuner(config, model_config, task, data, chunk=chunk)
+      tuner = JaxFinetuner(config, model_config, [task], data, chunk=chunk)
       got, summary = tuner.trial(encoder, 7)
       out[name] = {"jax": np.asarray(got["predictions"], float).tolist(),
                    "summary": summary}
       if name == "by_step":  # the lengths its batches ran at
         from pretrain.arrays import batch_rows
-        out["lengths"] = sorted({tuner._length("train", rows) for rows in
-                                 batch_rows(7, tuner.rows["train"], 8, 0,
-                                            tuner.num_steps)})
+        out["lengths"] = sorted({tuner.first.length("train", rows)
+                                 for rows in batch_rows(
+                                     7, tuner.first.rows["train"], 8, 0,
+                                     tuner.num_steps)})
     model = tuner._new_model(7)
     set_encoder_weights(model.encoder, encoder)
     rows = list(range(data.rows("sts", "dev")))
-    _, direct = model(tuner._batch_numpy("dev", rows), task_name="sts",
+    _, direct = model(tuner.first.batch_numpy("dev", rows), task_name="sts",
                       training=False)
     out["direct"] = np.asarray(direct["predictions"], float).tolist()
     out["tensorflow"] = "tensorflow" in sys.modules
