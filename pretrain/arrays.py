@@ -53,6 +53,11 @@ class Arrays:
   def heldout(self):
     return self.splits["heldout"]
 
+  def with_split(self, split, columns):
+    """The same arrays, `split` holding `columns` (a process's share)."""
+    return Arrays(self.meta, dict(self.splits, **{split: columns}),
+                  self.path)
+
   def num_examples(self, split="train"):
     return len(self.splits[split]["input_ids"])
 

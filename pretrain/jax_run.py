@@ -141,6 +141,9 @@ class JaxRun(PretrainingLoop):
     except BaseException:
       self.close()
       raise
+    # With shares the trainer's arrays hold this process's rows only: the
+    # others' are freed.
+    self.arrays = self.trainer.arrays
     self.model, self.precision = self.trainer.model, self.trainer.precision
     self.keys = self.trainer.log_keys + ("grad_norm",)  # the TF path's order
 

@@ -18,7 +18,9 @@ What it does its own way, as JAX wants it:
     number of steps chosen from its speed (slot/plan.py);
   * data parallelism over all local devices with keras.distribution
     (DataParallel: variables replicated, each batch split on its first
-    axis; XLA sums the gradients);
+    axis; XLA sums the gradients); with input_sharding files each device
+    keeps only its own share of the training rows and draws its rows of
+    every batch from it (pretrain/shares.py), with batches every row;
   * weights are written as .npz shards (interop/npz_weights.py) that
     --init-checkpoint reads on the CPU.
 The run around it (checkpoints, resume, cadence, the objective's
@@ -40,6 +42,7 @@ from interop.weights import export_weights
 from pretrain import arrays as arrays_lib
 from pretrain import flops
 from pretrain import masking
+from pretrain import shares as shares_lib
 from pretrain.loop import count_params
 from pretrain.objectives import build_model
 from training import optimization
@@ -105,8 +108,12 @@ class JaxTrainer:
     self.mask_config = masking.config_from(config, arrays.meta)
     self.log_keys = tuple(self.model.LOG_KEYS)
     self.eval_keys = self.log_keys + tuple(self.model.EVAL_KEYS)
-    self.data = {split: {c: self._replicated(v) for c, v in columns.items()}
-                 for split, columns in arrays.splits.items()}
+    self.shares, shared = None, {}
+    if shares_lib.wanted(config, len(self.devices)):
+      self.arrays, shared = self._take_shares(arrays)
+    self.data = {split: shared[split] if split in shared else
+                 {c: self._replicated(v) for c, v in columns.items()}
+                 for split, columns in self.arrays.splits.items()}
     # Placed (committed) as the jitted steps return them: one compile.
     self.initial_state = self.state = tuple(
         [self._replicated(v.value) for v in variables] for variables in (
@@ -120,12 +127,37 @@ class JaxTrainer:
   def _replicated(self, array):
     return self.placed.put(array)
 
+  def _take_shares(self, arrays):
+    """input_sharding files on several devices: each device's share of the
+    training rows placed on it (this process's devices' only). Returns
+    the arrays holding only this process's training rows, and
+    {"train": the placed shares}."""
+    me = jax.process_index()
+    own = [d for d, device in enumerate(self.devices)
+           if device.process_index == me]
+    columns = arrays.train
+    self.shares = shares_lib.Shares(len(columns["input_ids"]),
+                                    len(self.devices), own)
+    placed = {c: self.placed.put_blocks(
+        {d: self.shares.block(v, d) for d in own})
+              for c, v in columns.items()}
+    held = self.shares.held(columns)
+    self.log(f"input_sharding files: process {me} holds "
+             f"{len(held['input_ids']):,} of {self.shares.num_examples:,} "
+             f"training rows (the shares of {len(own)} of "
+             f"{len(self.devices)} devices)")
+    return arrays.with_split("train", held), {"train": placed}
+
   # -------------------------------------------------------------- data
-  def _features(self, split, rows, key, batch_number):
-    """Masked features of `rows` of a split, noise from (key, number)."""
+  def _features(self, split, rows, key, batch_number, shared=None):
+    """Masked features of `rows` of a split, noise from (key, number);
+    `shared`: the training shares, when there are."""
     columns = self.data[split]
-    features = arrays_lib.unpack(
-        {c: jnp.take(v, rows, axis=0) for c, v in columns.items()})
+    if shared is not None:
+      picked = self._from_shares(shared, rows)
+    else:
+      picked = {c: jnp.take(v, rows, axis=0) for c, v in columns.items()}
+    features = arrays_lib.unpack(picked)
     batch = rows.shape[0]
     noise = jax.random.uniform(
         jax.random.fold_in(key, batch_number),
@@ -133,8 +165,22 @@ class JaxTrainer:
     return self.placed.split(
         masking.mask_batch(features, self.mask_config, noise))
 
+  def _from_shares(self, columns, rows):
+    """The batch's rows, each device's drawn from its own share (rows:
+    [batch], Shares.draw's layout), gathered where they are."""
+    local = self.placed.split(
+        {"rows": rows.reshape(len(self.devices), -1)})["rows"]
+    take = jax.vmap(lambda share, picked: jnp.take(share, picked, axis=0))
+    return {c: take(v, local).reshape((-1,) + v.shape[2:])
+            for c, v in columns.items()}
+
   def train_rows(self, first_step, steps):
-    """Indices [steps, batch] of the training examples of those steps."""
+    """Indices [steps, batch] of the training examples of those steps
+    (with shares, of each device's share: Shares.draw)."""
+    if self.shares is not None:
+      return self.shares.draw(self.config.seed,
+                              self.config.train_batch_size, first_step,
+                              steps)
     return arrays_lib.batch_rows(self.config.seed,
                                  self.arrays.num_examples("train"),
                                  self.config.train_batch_size, first_step,
@@ -142,11 +188,12 @@ class JaxTrainer:
 
   # -------------------------------------------------------------- step
   def _train_step(self, state, step, rows, total_steps, warmup_steps,
-                  key=None):
+                  key=None, shared=None):
     config, model = self.config, self.model
     trainable, fixed, opt_vars = state
     features = self._features("train", rows,
-                              self.train_key if key is None else key, step)
+                              self.train_key if key is None else key, step,
+                              shared)
 
     # float16: the loss (so its gradients) carries the dynamic scale; the
     # loss-scale optimizer divides it out, or skips the step and halves it.
@@ -222,14 +269,17 @@ class JaxTrainer:
 
   def chunk_scan(self, steps):
     """`steps` training steps, not jitted: run(state, first_step, rows,
-    total_steps, warmup_steps, key=None); `key` is the masking noise's
-    (default the config seed's): pretrain/multi_seed.py vmaps it."""
-    def run(state, first_step, rows, total_steps, warmup_steps, key=None):
+    total_steps, warmup_steps, key=None, shared=None); `key` is the
+    masking noise's (default the config seed's): pretrain/multi_seed.py
+    vmaps it; `shared` the training shares (_shared_args)."""
+    def run(state, first_step, rows, total_steps, warmup_steps, key=None,
+            shared=None):
       def body(carry, xs):
         state, sums, finite_steps = carry
         step, step_rows = xs
         state, logs, finite = self._train_step(state, step, step_rows,
-                                               total_steps, warmup_steps, key)
+                                               total_steps, warmup_steps, key,
+                                               shared)
         sums = {k: sums[k] + jnp.where(finite, v, 0.0)
                 for k, v in logs.items()}
         return (state, sums, finite_steps + finite.astype(jnp.float32)), None
@@ -248,7 +298,12 @@ class JaxTrainer:
     rows = self._replicated(self.train_rows(first_step, steps))
     return self._chunk_fn(steps)(
         state, jnp.int32(first_step), rows, jnp.float32(total_steps),
-        jnp.float32(self.config.num_warmup_steps))
+        jnp.float32(self.config.num_warmup_steps), *self._shared_args())
+
+  def _shared_args(self):
+    """With shares, the chunk's trailing (key, shared) arguments: a jitted
+    function cannot close over an array on other processes' devices."""
+    return () if self.shares is None else (None, self.data["train"])
 
   def advance(self, steps, total_steps):
     """Trains `steps` steps on from self.step, of a run of total_steps;
@@ -289,7 +344,8 @@ class JaxTrainer:
     state = self.initial_state
     rows = self._replicated(self.train_rows(0, chunk))
     train = self._chunk_jit(chunk).lower(
-        state, jnp.int32(0), rows, jnp.float32(1), jnp.float32(0))
+        state, jnp.int32(0), rows, jnp.float32(1), jnp.float32(0),
+        *self._shared_args())
     eval_rows = self._replicated(np.zeros(self.config.eval_batch_size,
                                           np.int32))
     evaluate = self._eval_jit().lower(state[0], state[1], eval_rows,

@@ -203,7 +203,9 @@ def test_a_broken_index_is_one_line_and_nothing_is_written(data_dir,
 
 
 def test_two_devices_train_as_one(data_dir, reference):
-  two = run(data_dir, "two_devices",
+  """input_sharding batches: every device draws from all the rows, so the
+  run is one device's (files, the default, gives each device a share)."""
+  two = run(data_dir, "two_devices", "--input-sharding", "batches",
             XLA_FLAGS="--xla_force_host_platform_device_count=2")
   assert two.returncode == 0, two.stderr[-3000:]
   assert "2 device(s)" in two.stdout

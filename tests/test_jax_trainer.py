@@ -1,6 +1,8 @@
 """pretrain/jax_trainer.py: data parallel over two (CPU) devices through
-keras.distribution trains as one device does; the schedule in the jitted
-step is training/optimization.py's, with traced step counts."""
+keras.distribution trains as one device does (input_sharding batches);
+with input_sharding files each device holds and draws from its own share
+of the training rows; the schedule in the jitted step is
+training/optimization.py's, with traced step counts."""
 
 import json
 import os
@@ -17,6 +19,7 @@ SCRIPT = textwrap.dedent("""
     import json, sys
     import jax
     import keras
+    import numpy as np
     from pretrain import arrays
     from pretrain.config import PretrainingConfig
     from pretrain.jax_trainer import JaxTrainer
@@ -25,14 +28,17 @@ SCRIPT = textwrap.dedent("""
     assert len(jax.devices()) == 2, jax.devices()
     loaded = arrays.load(path)
     results = {}
-    for name, devices in (("one", jax.devices()[:1]), ("two", jax.devices())):
+    def configured(sharding):
       config = PretrainingConfig(
           pretrain_tfrecords=path, model_dir=model_dir, objective="electra",
           max_seq_length=32, train_batch_size=8, eval_batch_size=8,
           learning_rate=1e-3, num_warmup_steps=2, num_train_steps=6,
-          num_eval_steps=2, mixed_precision="float32", **micro)
+          num_eval_steps=2, mixed_precision="float32",
+          input_sharding=sharding, **micro)
       config.validate()
-      trainer = JaxTrainer(config, loaded, devices=devices)
+      return config
+    for name, devices in (("one", jax.devices()[:1]), ("two", jax.devices())):
+      trainer = JaxTrainer(configured("batches"), loaded, devices=devices)
       history = trainer.train(6, chunk=3)
       trainable, _, opt = trainer.state
       results[name] = {
@@ -43,6 +49,24 @@ SCRIPT = textwrap.dedent("""
           "lr": float(opt[trainer._lr_index]),
           "iterations": int(opt[trainer._iteration_index]),
           "tensorflow": "tensorflow" in sys.modules}
+    # files: each device holds its share; a batch's rows come from each.
+    trainer = JaxTrainer(configured("files"), loaded, devices=jax.devices())
+    bounds, ids = trainer.shares.bounds, loaded.train["input_ids"]
+    held = {shard.device: np.asarray(shard.data)[0]
+            for shard in trainer.data["train"]["input_ids"].addressable_shards}
+    rows = trainer.train_rows(3, 1)[0]
+    got = jax.jit(trainer._from_shares)(trainer.data["train"], rows)
+    results["files"] = {
+        "total": loaded.num_examples(), "bounds": bounds,
+        "held": trainer.arrays.num_examples(),
+        "shares_in_place": [bool(np.array_equal(
+            held[device][:bounds[d + 1] - bounds[d]],
+            ids[bounds[d]:bounds[d + 1]]))
+                            for d, device in enumerate(trainer.devices)],
+        "batch_from_shares": bool(np.array_equal(
+            np.asarray(got["input_ids"]),
+            ids[[bounds[i // 4] + r for i, r in enumerate(rows)]])),
+        "rows": rows.tolist()}
     results["last_lr"] = float(optimization.WarmupPolynomialDecay(
         1e-3, 6, 2)(5))
     print("RESULTS " + json.dumps(results))
@@ -75,6 +99,16 @@ def test_two_devices_train_as_one(two_device_run):
     np.testing.assert_allclose(two["eval"][key], one["eval"][key],
                                rtol=1e-3, err_msg=key)
   assert not one["tensorflow"] and not two["tensorflow"]
+
+
+def test_files_gives_each_device_its_own_share(two_device_run):
+  files = two_device_run["files"]
+  total, bounds = files["total"], files["bounds"]
+  assert bounds == [0, total // 2, total] and files["held"] == total
+  assert files["shares_in_place"] == [True, True]
+  assert files["batch_from_shares"]
+  first, second = files["rows"][:4], files["rows"][4:]
+  assert max(first) < bounds[1] and max(second) < total - bounds[1]
 
 
 def test_the_step_uses_the_shared_schedule(two_device_run):

@@ -88,6 +88,19 @@ class Devices:
         [None] * np.ndim(value), self.distribution.device_mesh)
     return keras.distribution.distribute_tensor(value, layout)
 
+  def put_blocks(self, blocks):
+    """One array whose first axis is the devices': blocks[d] (the same
+    shape for every d) on the device at mesh position d. A process gives
+    only its own devices' blocks (jax.make_array_from_callback asks it
+    for no other)."""
+    some = next(iter(blocks.values()))
+    layout = keras.distribution.TensorLayout(
+        [self.distribution.batch_dim_name] + [None] * some.ndim,
+        self.distribution.device_mesh)
+    return jax.make_array_from_callback(
+        (len(self.devices),) + some.shape, layout.backend_layout,
+        lambda index: blocks[index[0].start][None])
+
   def split(self, tensors):
     if self.distribution is None:
       return tensors
