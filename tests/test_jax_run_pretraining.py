@@ -400,24 +400,42 @@ run_pretraining.main(sys.argv[1:])
 """
 
 
-def test_two_processes_train_as_one_process_with_two_devices(data_dir):
-  """Several hosts (jax.distributed, joined through Keras' launch
-  variables; here two processes on the loopback, one CPU device each):
-  the run of one process with two devices, weights and held-out eval, and
-  only process 0 writes."""
-  one = run(data_dir, "hosts_one", "--do-eval",
-            XLA_FLAGS="--xla_force_host_platform_device_count=2")
-  assert one.returncode == 0, one.stderr[-3000:]
+# Process KILL_PROCESS SIGKILLs itself once every process is past the save
+# of step KILL_STEP (the checkpoint whole and named by checkpoint.json).
+KILLED_AFTER_SAVE = """
+import os, signal, sys
+sys.path.insert(0, os.getcwd())
+from pretrain import jax_run
+barrier = jax_run.barrier
+def killing(name):
+  barrier(name)
+  if (name == "saved step " + os.environ["KILL_STEP"] and
+      os.environ["KERAS_DISTRIBUTION_PROCESS_ID"] ==
+      os.environ["KILL_PROCESS"]):
+    os.kill(os.getpid(), signal.SIGKILL)
+jax_run.barrier = killing
+import run_pretraining
+run_pretraining.main(sys.argv[1:])
+"""
+
+
+def launch(data_dir, name, script, **env_extra):
+  """The two processes of a run on the loopback (one CPU device each)."""
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
-  procs = [subprocess.Popen(
-      [sys.executable, "-c", CHIEF_WRITES, "--data-dir", data_dir,
-       "--model-name", "hosts_two", "--hparams", HPARAMS, "--do-eval"],
+  return [subprocess.Popen(
+      [sys.executable, "-c", script, "--data-dir", data_dir,
+       "--model-name", name, "--hparams", HPARAMS, "--do-eval"],
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
       env=env(KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{port}",
               KERAS_DISTRIBUTION_NUM_PROCESSES="2",
-              KERAS_DISTRIBUTION_PROCESS_ID=str(k))) for k in (0, 1)]
+              KERAS_DISTRIBUTION_PROCESS_ID=str(k), **env_extra))
+          for k in (0, 1)]
+
+
+def finished(procs):
+  """Each process's (stdout, stderr), once both have ended well."""
   try:
     outs = [p.communicate(timeout=600) for p in procs]
   finally:
@@ -425,10 +443,24 @@ def test_two_processes_train_as_one_process_with_two_devices(data_dir):
       p.kill()
   for p, (out, err) in zip(procs, outs):
     assert p.returncode == 0, (out + err)[-3000:]
-  assert "2 device(s)" in outs[0][0] and "saved " in outs[0][0]
-  assert "eval results" in outs[1][0]  # evaluated too, wrote nothing
-  dirs = [os.path.join(data_dir, "models", n) for n in ("hosts_one",
-                                                       "hosts_two")]
+  return outs
+
+
+@pytest.fixture(scope="module")
+def two_processes(data_dir):
+  """One process with two devices, and two processes with one each, both
+  input_sharding files (the default): their model dirs, the second's
+  outputs."""
+  one = run(data_dir, "hosts_one", "--do-eval",
+            XLA_FLAGS="--xla_force_host_platform_device_count=2")
+  assert one.returncode == 0, one.stderr[-3000:]
+  outs = finished(launch(data_dir, "hosts_two", CHIEF_WRITES))
+  return ([os.path.join(data_dir, "models", n)
+           for n in ("hosts_one", "hosts_two")], one.stdout, outs)
+
+
+def assert_same_run(dirs):
+  """Weights and held-out eval within 1e-4."""
   expected, got = state(dirs[0]), state(dirs[1])
   assert sorted(got) == sorted(expected)
   for key, value in expected.items():
@@ -438,3 +470,49 @@ def test_two_processes_train_as_one_process_with_two_devices(data_dir):
              for d in dirs]
   for key, value in results[0].items():
     assert results[1][key] == pytest.approx(value, abs=1e-4), key
+
+
+def test_two_processes_train_as_one_process_with_two_devices(two_processes):
+  """Several hosts (jax.distributed, joined through Keras' launch
+  variables; here two processes on the loopback, one CPU device each):
+  the run of one process with two devices, weights and held-out eval;
+  each process holds only its device's share of the training rows
+  (input_sharding files), and only process 0 writes."""
+  dirs, one_log, outs = two_processes
+  total = re.search(r"holds [\d,]+ of ([\d,]+) training rows", one_log)[1]
+  assert f"holds {total} of {total} training rows (the shares of 2 of 2 " \
+      "devices)" in one_log
+  held = []
+  for k, (out, _) in enumerate(outs):
+    found = re.search(rf"process {k} holds ([\d,]+) of {total} training rows "
+                      r"\(the shares of 1 of 2 devices\)", out)
+    assert found, out[-3000:]
+    held.append(int(found[1].replace(",", "")))
+  total = int(total.replace(",", ""))
+  assert sum(held) == total and max(held) - min(held) <= 1
+  assert "2 device(s)" in outs[0][0] and "saved " in outs[0][0]
+  assert "eval results" in outs[1][0]  # evaluated too, wrote nothing
+  assert_same_run(dirs)
+
+
+def test_a_process_killed_mid_run_resumes_as_if_uninterrupted(
+    data_dir, two_processes):
+  """Process 1 SIGKILLed after the save of step 20: process 0 can go no
+  further than its next collective (it is ended here, as jax.distributed's
+  heartbeat timeout would end it) and writes nothing more; both commands
+  run again resume from step 20 to the uninterrupted run's weights and
+  eval."""
+  model_dir = os.path.join(data_dir, "models", "hosts_killed")
+  procs = launch(data_dir, "hosts_killed", KILLED_AFTER_SAVE,
+                 KILL_STEP="20", KILL_PROCESS="1")
+  try:
+    assert procs[1].wait(timeout=600) == -9, procs[1].communicate()
+  finally:
+    for p in procs:
+      p.kill()
+  assert json.load(open(os.path.join(model_dir, "checkpoint.json")))[
+      "latest"] == "ckpt-20.npz"
+  outs = finished(launch(data_dir, "hosts_killed", CHIEF_WRITES))
+  for out, _ in outs:
+    assert f"from step 20 to {STEPS}" in out, out[-3000:]
+  assert_same_run([two_processes[0][1], model_dir])
