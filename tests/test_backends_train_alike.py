@@ -6,7 +6,9 @@ losses and weights, for each pretraining objective (float32, no dropout,
 sampling at temperature 1e-6 so every sample is the argmax on both);
 two-stage training switches after step 2, so its third step is stage
 two's on both (the discriminator copied from the generator, which is
-then frozen)."""
+then frozen); and ELECTRA's other generators and algorithms: adversarial
+training (REINFORCE, appendix F), the two-tower cloze generator and the
+unigram generator (the dataset's token counts)."""
 
 import json
 import os
@@ -19,15 +21,27 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 3
-OBJECTIVES = ("mlm", "electra", "electric", "script", "two_stage")
 SWITCH = 2  # two-stage training's last generator step
-TWO_STAGE = dict(objective="electra", training_algorithm="two_stage",
-                 two_stage_generator_steps=SWITCH, generator_hidden_size=1.0)
+# A case: the objective, or ELECTRA with these hparams.
+VARIANTS = {
+    "two_stage": dict(training_algorithm="two_stage",
+                      two_stage_generator_steps=SWITCH,
+                      generator_hidden_size=1.0),
+    "adversarial": dict(training_algorithm="adversarial"),
+    "two_tower": dict(two_tower_generator=True),
+    "unigram": dict(unigram_generator=True)}
+OBJECTIVES = ("mlm", "electra", "electric", "script") + tuple(VARIANTS)
+
+
+def token_counts(vocab_size=200):
+  """A unigram generator's counts (its argmax unique)."""
+  return np.arange(1, vocab_size + 1, dtype=np.int64)
 
 
 def config_for(objective):
   from configure_pretraining import PretrainingConfig
-  extra = TWO_STAGE if objective == "two_stage" else dict(objective=objective)
+  extra = (dict(objective="electra", **VARIANTS[objective])
+           if objective in VARIANTS else dict(objective=objective))
   config = PretrainingConfig(
       data_dir="/tmp/unused", model_name="m", model_size="tiny",
       **extra, vocab_size=200, max_seq_length=16,
@@ -48,9 +62,11 @@ JAX_SCRIPT = textwrap.dedent("""
     from pretrain import arrays as arrays_lib
     from pretrain.jax_trainer import JaxTrainer
     from tests.test_backends_train_alike import STEPS, SWITCH, config_for
+    from tests.test_backends_train_alike import token_counts
     for objective, out in json.loads(sys.argv[1]).items():
       config = config_for(objective)
       arrays = arrays_lib.synthetic(32, 16, 200, seed=0, heldout_examples=8)
+      arrays.token_counts = token_counts
       trainer = JaxTrainer(config, arrays, jax.devices()[:1])
       trainer.model.save_weights(out + ".initial.weights.h5")
       features, losses = [], []
@@ -99,7 +115,8 @@ def test_three_steps_give_the_same_losses_and_weights(jax_runs, objective):
   with open(out + ".json") as f:
     record = json.load(f)
   config = config_for(objective)
-  model = build_model(config, None, record["special"].values())
+  counts = token_counts() if config.unigram_generator else None
+  model = build_model(config, counts, record["special"].values())
   model.build_variables()
   model.load_weights(out + ".initial.weights.h5")
   optimizer = optimization.create_optimizer(config)
