@@ -10,8 +10,9 @@ seeds, held-out eval at every saved checkpoint.
 DATA_DIR holds vocab.txt and pretrain_tfrecords/ (build_pretraining_dataset.py
 on ../shared/data's Wikipedia; docs in results/original_parity/README.md).
 Runs go one at a time in plan.json's order, original and ours alternating;
-each resumes from its checkpoints (DATA_DIR/models/<side>_seed<k>) and skips
-what is done, so the command can simply be run again. Records (small JSON,
+a run whose last eval is in RECORDS is skipped (on any machine), the others
+resume from their checkpoints (DATA_DIR/models/<side>_seed<k>), so the
+command can simply be run again. Records (small JSON,
 no checkpoints) land in RECORDS/pretrain/<side>_seed<k>/ as they complete.
 """
 
@@ -221,6 +222,11 @@ def pretrain(args):
     record = f"{side}_seed{seed}"
     name = plan.get("run_prefix", "") + record
     if args.only and name not in args.only.split(","):
+      continue
+    final = os.path.join(args.records, "pretrain", record,
+                         f"step_{plan['pretrain']['num_train_steps']}.json")
+    if os.path.exists(final):  # recorded: a fresh machine need not redo it
+      print(f"== {name}: recorded ({final}), skipped", flush=True)
       continue
     print(f"== {name}", flush=True)
     if side == "original":
