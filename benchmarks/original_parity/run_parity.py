@@ -267,16 +267,22 @@ def finetune(args):
 
 def squad_split(args):
   """DATA_DIR/finetuning_data/squadv1/{train,dev}.json: the SQuAD 1.1 dev
-  set we hold, split by article (plan["squad_split"]: every held_out_every-
-  th article, from the first, is the dev side; the rest trains), the same
-  files for both codes."""
+  set we hold, split by article (plan["squad_split"]), the same files for
+  both codes."""
   spec = load_plan(args.plan)["squad_split"]
-  with open(spec["source"].replace("$SHARED", args.shared)) as f:
+  write_squad_split(spec["source"].replace("$SHARED", args.shared),
+                    spec["held_out_every"],
+                    os.path.join(args.data_dir, "finetuning_data", "squadv1"))
+
+
+def write_squad_split(source, every, out):
+  """OUT/{train,dev}.json from the SQuAD file `source`: every `every`-th
+  article, from the first, is the dev side; the rest trains (also
+  benchmarks/squad_backends.py's split)."""
+  with open(source) as f:
     squad = json.load(f)
-  every = spec["held_out_every"]
   parts = {"train": [a for i, a in enumerate(squad["data"]) if i % every],
            "dev": [a for i, a in enumerate(squad["data"]) if not i % every]}
-  out = os.path.join(args.data_dir, "finetuning_data", "squadv1")
   os.makedirs(out, exist_ok=True)
   for split, articles in parts.items():
     questions = sum(len(p["qas"]) for a in articles for p in a["paragraphs"])
