@@ -51,7 +51,10 @@ MODEL = "electra_tiny"
 PRETRAIN_CONFIG = os.path.join("configs", "electra_tiny.json")
 TASK = "squadv1"
 BACKENDS = ("tensorflow", "jax")
-METRICS = ("exact_match", "f1")
+METRICS = ("exact_match", "f1")  # the scorer's
+# The spreads compared: the scorer's and the dev loss, which moves with
+# training in finer steps than EM's few right answers.
+COMPARED = METRICS + ("loss",)
 
 
 def parse_args(argv=None):
@@ -124,6 +127,9 @@ def finetune(args, backend, raw):
   record's, resumed when a rerun finds some done) and wall seconds."""
   out = os.path.join(args.work, f"finetune_{backend}")
   env = dict(os.environ, KERAS_BACKEND=backend)
+  record = os.path.join(out, f"{TASK}_trials.json")
+  # A rerun goes on after these: `seconds` is only the trials run now.
+  done_before = len(read_trials(record)) if os.path.exists(record) else 0
   start = time.time()
   run(["run_finetuning.py", "--data-dir", args.work, "--model-name", MODEL,
        "--raw-data-dir", raw, "--task-names", TASK, "--output-dir", out,
@@ -131,8 +137,7 @@ def finetune(args, backend, raw):
        "--keep-model", "none", "--hparams", json.dumps(hparams(args))],
       env=env)
   seconds = time.time() - start
-  with open(os.path.join(out, f"{TASK}_trials.json")) as f:
-    trials = json.load(f)["trials"][:args.seeds]
+  trials = read_trials(record)[:args.seeds]
   golds = dev_answers(os.path.join(raw, TASK, "dev.json"))
   rows = []
   for k, trial in enumerate(trials, 1):
@@ -141,7 +146,12 @@ def finetune(args, backend, raw):
     rows.append(dict(seed=args.seed + k - 1, trial=k,
                      total=int(results["total"]), loss=results["loss"],
                      **{m: results[m] for m in METRICS}))
-  return dict(trials=rows, seconds=seconds)
+  return dict(trials=rows, seconds=seconds, trials_done_before=done_before)
+
+
+def read_trials(path):
+  with open(path) as f:
+    return json.load(f)["trials"]
 
 
 def dev_answers(path):
@@ -177,7 +187,7 @@ def compare(backends):
   """Per metric: each backend's mean, min, max, JAX vs TensorFlow's Welch
   p, and whether every seed of one lies within the other's [min, max]."""
   out = {}
-  for m in METRICS:
+  for m in COMPARED:
     values = {b: [t[m] for t in r["trials"]] for b, r in backends.items()}
     spread = {b: dict(mean=sum(v) / len(v), min=min(v), max=max(v))
               for b, v in values.items()}
@@ -205,10 +215,11 @@ def table(record):
            "Welch p (JAX vs TF) | JAX mean in TF's range | every JAX seed "
            "in TF's range | every TF seed in JAX's range |",
            "|---|---|---|---|---|---|---|"]
-  names = {"exact_match": "EM", "f1": "F1"}
+  names = {"exact_match": "EM", "f1": "F1", "loss": "dev loss"}
   yes = {True: "yes", False: "**no**"}
   for m, c in record["comparison"].items():
-    cells = [f"{s['mean']:.2f} [{s['min']:.2f}, {s['max']:.2f}]"
+    d = 3 if m == "loss" else 2
+    cells = [f"{s['mean']:.{d}f} [{s['min']:.{d}f}, {s['max']:.{d}f}]"
              for s in (c["spread"]["tensorflow"], c["spread"]["jax"])]
     p = "n/a" if c["welch_p"] is None else f"{c['welch_p']:.3f}"
     lines.append(f"| {names[m]} | {cells[0]} | {cells[1]} | {p} | "

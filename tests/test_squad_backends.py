@@ -11,7 +11,8 @@ from util.errors import UserError
 
 def backends(tf, jax):
   """{backend: {"trials": ...}} with each trial's EM and F1 the value."""
-  return {b: {"trials": [dict(seed=i + 1, exact_match=x, f1=x + 10.0)
+  return {b: {"trials": [dict(seed=i + 1, exact_match=x, f1=x + 10.0,
+                              loss=5.0 - x)
                          for i, x in enumerate(values)]}
           for b, values in (("tensorflow", tf), ("jax", jax))}
 
@@ -37,6 +38,8 @@ def test_table_says_which_side_falls_outside():
   rows = sb.table(record).splitlines()
   assert rows[2].startswith("| EM | 2.00 [1.00, 3.00] | 2.17 [1.00, 3.50] |")
   assert rows[2].endswith("| yes | **no** | yes |")  # mean 2.17 inside
+  assert rows[4] == ("| dev loss | 3.000 [2.000, 4.000] | 2.833 [1.500, "
+                     "4.000] | 0.867 | yes | **no** | yes |")
   assert "not that they are the same" in sb.table(record)
   assert "with chance 0.20" in sb.table(record)
 
