@@ -38,14 +38,15 @@ class Teachers:
   """The teachers' outputs on a run's train rows, and a teacher run's
   own for its students (OUTPUT_DIR/distill/<task>.npz)."""
 
-  def __init__(self, config, tasks, data, paths, predictor):
+  def __init__(self, config, tasks, data, paths, predictor, writes=True):
     """data, paths, predictor: the run's TaskData, RunOutputs and
-    Predictor."""
+    Predictor; writes: this process writes (several: process 0)."""
     self.config = config
     self.tasks = tasks
     self.data = data
     self.paths = paths
     self.predictor = predictor
+    self.writes = writes
     self._outputs = None  # {task: teacher outputs per train row}
 
   def outputs(self):
@@ -98,6 +99,8 @@ class Teachers:
     for task in self.tasks:
       values = self.predictor.head_outputs(model, task, "train")
       keys = bam.row_keys(*self.data.examples_and_features(task, "train"))
+      if not self.writes:  # it predicted alongside: its share of the work
+        continue
       path = self.paths.distill_output_path(task)
       storage.makedirs(os.path.dirname(path))
       bam.write_teacher_outputs(path, task.name, keys, values)

@@ -1,7 +1,14 @@
 """The fine-tuning loop's JAX backend (finetune/loop.py has the loop):
-every local JAX device, data parallel (keras.distribution.DataParallel,
-as pretraining), the Predictor's step jitted, and a trial's training run
+every JAX device, data parallel (keras.distribution.DataParallel, as
+pretraining), the Predictor's step jitted, and a trial's training run
 by finetune/jax_trainer.py's JaxFinetuner over the train rows as arrays.
+
+Several processes (KERAS_DISTRIBUTION_*, joined as pretraining's by
+training/jax_devices.py join_hosts): the devices of all of them are one
+mesh; each process reads and featurizes the tasks itself (every row on
+every process), each batch is split over all the devices, the outputs
+gathered, and process 0 alone reads the record and writes (the loop's
+is_chief).
 
 So under KERAS_BACKEND=jax a run has the TensorFlow runner's trials,
 record, kept model, evaluation only, test outputs, --do-predict and a
@@ -24,6 +31,10 @@ from finetune.prediction import Predictor
 from finetune.prediction import model_shapes
 from training.heartbeat import Heartbeat
 from training.jax_devices import Devices
+from training.jax_devices import barrier
+from training.jax_devices import chief_decides
+from training.jax_devices import fetch
+from training.jax_devices import join_hosts
 from training.step_log import LOG_SECONDS
 
 
@@ -61,10 +72,9 @@ class JaxPredictor(Predictor):
       if n < size:
         batch = {k: v[np.arange(size) % n] for k, v in batch.items()}
       batch = padding.trimmed(batch, multiple, task.min_trimmed_length)
-      out = jax.device_get(step(*weights, self.devices.split(batch)))
-      return padding.padded_back({k: np.asarray(v)[:n] for k, v in
-                                  out.items()}, task.per_token_outputs,
-                                 seq_len)
+      out = step(*weights, self.devices.split(batch))
+      return padding.padded_back({k: fetch(v)[:n] for k, v in out.items()},
+                                 task.per_token_outputs, seq_len)
     return (lambda batches: (run(batch) for batch in batches)), False
 
 
@@ -72,12 +82,20 @@ class JaxFinetuningRunner(FinetuningLoop):
   """The loop on JAX."""
 
   def __init__(self, config):
+    # Before any JAX computation: several processes join here.
+    self.is_chief = join_hosts()[0] == 0
     self._finetuner = None  # built at the first trial that trains
     self._compiled = False  # its steps, by the first trial in this process
     super().__init__(config)
 
   def _devices(self, config):
-    return Devices(jax.local_devices(), config)
+    return Devices(jax.devices(), config)  # every process's (joined)
+
+  def _chief_decides(self, decide):
+    return chief_decides(decide)
+
+  def _barrier(self, name):
+    barrier(name)
 
   def _predictor(self, config, data):
     return JaxPredictor(config, data, self.strategy)

@@ -27,8 +27,9 @@ def check(config):
              "choice)")
   if config.strategy != "default":
     raise UserError(f"strategy {config.strategy} is TensorFlow's: under "
-                    "KERAS_BACKEND=jax every local device trains, data "
-                    "parallel, with strategy default (docs/distributed.md)")
+                    "KERAS_BACKEND=jax every device (of every process "
+                    "joined) trains, data parallel, with strategy default "
+                    "(docs/distributed.md)")
   if config.inference_engine == "openvino":  # it converts TensorFlow graphs
     refuse("inference_engine openvino")
 

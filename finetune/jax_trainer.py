@@ -45,6 +45,7 @@ from interop.weights import encoder_slots
 from pretrain.arrays import batch_rows
 from pretrain.jax_trainer import _global_norm
 from training.jax_devices import Devices
+from training.jax_devices import fetch
 from util.errors import UserError
 
 
@@ -317,8 +318,8 @@ class JaxFinetuner:
       state, chunk_losses = self._train_fn(state, name, rows, valid, length,
                                            weights)
       losses.append(chunk_losses)
-    losses = np.concatenate([np.asarray(l)[:n] for l, n in zip(
-        jax.device_get(losses), sizes)]).astype(np.float32)
+    losses = np.concatenate([fetch(l)[:n] for l, n in zip(
+        losses, sizes)]).astype(np.float32)
     train_s = time.time() - start
     if not np.all(np.isfinite(losses)):
       step = int(np.argmin(np.isfinite(losses))) + 1
@@ -332,7 +333,7 @@ class JaxFinetuner:
     for variables, values in ((model.trainable_variables, trainable),
                               (model.non_trainable_variables, fixed)):
       for variable, value in zip(variables, values):
-        variable.assign(np.asarray(value))
+        variable.assign(fetch(value))  # several processes: replicated
 
   def _summary(self, losses, train_s):
     tail = max(1, len(losses) // 10)

@@ -13,6 +13,11 @@ goes on from the first unfinished trial. A fine-tuned model can also be
 the start (--init-checkpoint: its encoder, and the heads of the tasks it
 has) or, with --do-predict, predict any file of a task's layout.
 
+Several processes (JAX, jax.distributed: finetune/jax_backend.py) train
+and predict as one; process 0 alone reads the output folder's record and
+writes (`is_chief`), its view of the record given to the others
+(`_chief_decides`).
+
 A backend's part is its subclass's: finetune/trainer.py (TensorFlow:
 tf.function, tf.distribute, tf.data) and finetune/jax_backend.py (jit).
 The rest, in finetune/: task_data.py (the splits, read once),
@@ -76,7 +81,10 @@ class FinetuningLoop:
   runs the trials (or --do-predict) with its TaskData, Predictor,
   RunOutputs, TrialRecord and Teachers. A backend subclass gives the
   devices (`_devices`: an object with scope() and num_replicas_in_sync),
-  the predictor (`_predictor`) and a trial's training (`train`)."""
+  the predictor (`_predictor`) and a trial's training (`train`); with
+  several processes, which one writes and how they agree."""
+
+  is_chief = True  # this process writes the run's files
 
   def __init__(self, config):
     self.config = config
@@ -122,7 +130,7 @@ class FinetuningLoop:
     self.record = None  # the run's record of finished trials
     if config.do_predict:
       adopt_heads(self.finetuned, self.tasks)
-      self.outputs.check_predict_output()
+      self._chief_decides(self.outputs.check_predict_output)
     elif not config.do_train:
       pass  # evaluate only: no record, and files named by time (run_evaluate)
     else:
@@ -131,14 +139,13 @@ class FinetuningLoop:
       self.record = TrialRecord(
           config, self.tasks, self.outputs,
           pretrain_config=self.origin_config, model_config=self.model_config,
-          vocab_file=self.vocab_file)
-      if not self.record.resumed:  # an interrupted run goes on instead
-        self.outputs.check_new()
+          vocab_file=self.vocab_file, writes=self.is_chief)
+      self._chief_decides(self._look)
     # Read once, shared by every trial.
     self.data = TaskData(config, self.tasks, self.strategy)
     self.predictor = self._predictor(config, self.data)
     self.teachers = Teachers(config, self.tasks, self.data, self.outputs,
-                             self.predictor)
+                             self.predictor, writes=self.is_chief)
     self._encoder_weights = None
     self._reused = None  # {task: saved head weights} (_reused_heads)
 
@@ -148,6 +155,15 @@ class FinetuningLoop:
 
   def _predictor(self, config, data):
     raise NotImplementedError
+
+  def _chief_decides(self, decide):
+    """decide() (it reads the output folder) as process 0 finds it: its
+    result, or its UserError, the same on every process."""
+    return decide()
+
+  def _barrier(self, name):
+    """Every process here before any goes on (process 0's file whole)."""
+    del name
 
   def train(self, model, seed):
     """Fine-tunes `model` in place on the tasks' train sets with `seed`;
@@ -163,6 +179,14 @@ class FinetuningLoop:
     return self._reused
 
   # ------------------------------------------------------------ trials
+  def _look(self):
+    """Before any work: the record of an interrupted run of this command
+    to go on from, else no earlier run's files that this one would
+    replace."""
+    self.record.look()
+    if not self.record.resumed:
+      self.outputs.check_new()
+
   def _build(self, seed):
     keras.utils.set_random_seed(seed)
     with self.strategy.scope():  # variables mirrored on every replica
@@ -192,14 +216,16 @@ class FinetuningLoop:
       if config.do_eval:
         scorer, loss = self.predictor.predict(model, task, "dev")
         results[task.name] = dict(scorer.get_results(), loss=loss)
-        scorer.write_predictions(
-            self.outputs.prediction_file(task, "dev", trial))
+        if self.is_chief:
+          scorer.write_predictions(
+              self.outputs.prediction_file(task, "dev", trial))
       if config.write_test_outputs:
         scorer, _ = self.predictor.predict(model, task, "test")
-        path = self.outputs.prediction_file(task, "test", trial)
-        scorer.write_predictions(path)
-        print(f"wrote test predictions for {task.name}: {path}",
-              flush=True)
+        if self.is_chief:
+          path = self.outputs.prediction_file(task, "test", trial)
+          scorer.write_predictions(path)
+          print(f"wrote test predictions for {task.name}: {path}",
+                flush=True)
     self.record.keep(model, trial, results)
     return results
 
@@ -214,7 +240,9 @@ class FinetuningLoop:
       self.teachers.outputs()  # a bad teacher: said before any work
     self._reused_heads()  # a head that cannot be reused: said now
     try:
-      self.record.start()  # takes the tasks' locks in the output folder
+      # Process 0 takes the tasks' locks in the output folder and reads the
+      # record: every process starts from the trial it found.
+      self.record.data = self._chief_decides(self.record.start)
       return self._run_trials()
     finally:
       self.record.release()
@@ -232,6 +260,7 @@ class FinetuningLoop:
       self.record.data["trials"] = trials
       self.record.write()
     if config.write_distill_outputs:
+      self._barrier("kept model written")  # read back by every process
       self.teachers.write_outputs()
     summary = summarize(trials)
     if summary:
@@ -274,20 +303,24 @@ class FinetuningLoop:
           ["test"] if config.write_test_outputs else [])
       for split in splits:
         scorer, loss = self.predictor.predict(model, task, split)
-        path = self.outputs.evaluation_path(task, split)
-        storage.makedirs(os.path.dirname(path))
-        scorer.write_predictions(path)
         if split == "dev":
           results[task.name] = dict(scorer.get_results(), loss=loss)
-        print(f"wrote {task.name} {split} predictions: {path}", flush=True)
+        if self.is_chief:
+          path = self.outputs.evaluation_path(task, split)
+          storage.makedirs(os.path.dirname(path))
+          scorer.write_predictions(path)
+          print(f"wrote {task.name} {split} predictions: {path}",
+                flush=True)
     summary = summarize([results] if results else [])
     if summary:
       scores = self.baselines()
-      path = self.outputs.results_path()
-      outputs.write_text(path, json.dumps(dict(
-          tasks=config.tasks, model=self.finetuned.path if self.finetuned
-          else self.pretrained.model_dir, summary=summary, trials=[results],
-          baselines=scores), indent=2))
+      path = "process 0's results file"
+      if self.is_chief:
+        path = self.outputs.results_path()
+        outputs.write_text(path, json.dumps(dict(
+            tasks=config.tasks, model=self.finetuned.path if self.finetuned
+            else self.pretrained.model_dir, summary=summary,
+            trials=[results], baselines=scores), indent=2))
       print(f"dev results (also in {path}):", flush=True)
       print(format_table(results), flush=True)
       if scores:
@@ -311,11 +344,12 @@ class FinetuningLoop:
           f"{config.predict_file} with {self.finetuned.path} (trial "
           f"{self.finetuned.info.get('trial', '?')}'s model)", flush=True)
     scorer, loss = self.predictor.predict(model, task, "predict")
-    path = self.outputs.predict_output()
-    if os.path.dirname(path):
-      storage.makedirs(os.path.dirname(path))
-    scorer.write_predictions(path)
-    print(f"wrote {task.name} predictions: {path}", flush=True)
+    if self.is_chief:
+      path = self.outputs.predict_output()
+      if os.path.dirname(path):
+        storage.makedirs(os.path.dirname(path))
+      scorer.write_predictions(path)
+      print(f"wrote {task.name} predictions: {path}", flush=True)
     if not labelled:
       return {}
     results = {task.name: dict(scorer.get_results(), loss=loss)}

@@ -29,22 +29,30 @@ ELSEWHERE = ("use another --output-dir for a new run (--no-do-train "
 
 class TrialRecord:
   """A run's trials (their dev results), the trial whose model is kept
-  (keep_model) and the results file; written after each change."""
+  (keep_model) and the results file; written after each change. With
+  several processes (JAX) only process 0's writes (`writes`), and only it
+  reads the folder (look, start: the loop gives its view to the others)."""
 
   def __init__(self, config, tasks, paths, *, pretrain_config,
-               model_config, vocab_file):
+               model_config, vocab_file, writes=True):
     """paths: the run's RunOutputs; the rest: what a kept model records
     of where it came from (loading/finetuned.py)."""
     self.config = config
     self.tasks = tasks
     self.paths = paths
+    self.writes = writes
     self._saved = dict(pretrain_config=pretrain_config,
                        model_config=model_config, vocab_file=vocab_file)
     self.path = paths.record_path()
     self.locks = []  # held from start() to release()
+    self.data = None  # look(): an earlier run's; start(): this run's
+
+  def look(self):
+    """Before any work: no other run holds the tasks' locks, and an
+    earlier run of this command, if any, is read (to go on from)."""
     for lock in self._take_locks():  # another run in progress: said now
       lock.release()
-    self.data = self._resumed()  # None until start() for a new run
+    self.data = self._resumed()
 
   def _take_locks(self, create=False):
     """OUTPUT_DIR/<task>_finetuning.lock of each task (an flock, as
@@ -147,6 +155,8 @@ class TrialRecord:
     return trials
 
   def write(self):
+    if not self.writes:
+      return
     storage.makedirs(self.config.output_dir)
     outputs.write_text(self.path, json.dumps(self.data, indent=2))
 
@@ -173,6 +183,9 @@ class TrialRecord:
         score is not None and kept.get("score") is not None and
         not score > kept["score"]):
       return
+    self.data["kept"] = {"trial": trial, "score": score}
+    if not self.writes:
+      return
     path = self.paths.kept_model_path()
     finetuned_files.save(
         path, finetuning_config=config,
@@ -184,7 +197,6 @@ class TrialRecord:
                   run=self.data["run"]),
         overwrite=True,  # this run's own (checked before any work)
         **self._saved)
-    self.data["kept"] = {"trial": trial, "score": score}
     why = ("" if score is None else
            f", dev score {score:.4f}" if config.keep_model == "best" else "")
     print(f"kept trial {trial}'s model{why}: {path}", flush=True)
@@ -201,6 +213,8 @@ class TrialRecord:
       out["kept_model"] = {"path": self.paths.kept_model_path(),
                            "trial": kept["trial"], "keep": config.keep_model}
     path = self.data.get("results_file")
+    if not self.writes:
+      return path or "process 0's results file"
     if len(trials) > done or not (path and storage.exists(path)):
       path = self.paths.results_path()
       outputs.write_text(path, json.dumps(out, indent=2))

@@ -6,6 +6,7 @@ those of this process or, once `join_hosts` joined several processes
 backends both place through it."""
 
 import contextlib
+import json
 import os
 
 import jax
@@ -58,6 +59,41 @@ def barrier(name):
   if jax.process_count() > 1:
     from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
     multihost_utils.sync_global_devices(name)
+
+
+def chief_decides(decide):
+  """decide() run by process 0 alone (it reads what the others must not
+  race it to, or that only its host may hold: the output folder's record,
+  its locks), its JSON result or UserError given to every process, so
+  that all go on alike (the same trial to start from, or the same one
+  error line)."""
+  if jax.process_count() == 1:
+    return decide()
+  said = ""
+  if jax.process_index() == 0:
+    try:
+      said = json.dumps({"value": decide()})
+    except UserError as e:
+      said = json.dumps({"error": str(e)})
+    except BaseException as e:  # the others stop too, not wait forever
+      _broadcast_text(json.dumps(
+          {"error": f"process 0 stopped ({type(e).__name__}: {e})"}))
+      raise
+  said = json.loads(_broadcast_text(said))
+  if "error" in said:
+    raise UserError(said["error"])
+  return said["value"]
+
+
+def _broadcast_text(text):
+  """Process 0's `text`, on every process (the others pass anything)."""
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  data = np.frombuffer(text.encode(), np.uint8)
+  n = int(multihost_utils.broadcast_one_to_all(np.int32(len(data))))
+  if jax.process_index():
+    data = np.zeros(n, np.uint8)
+  return bytes(np.asarray(
+      multihost_utils.broadcast_one_to_all(data))).decode()
 
 
 class Devices:
