@@ -23,6 +23,7 @@ import pytest
 from sklearn.metrics import accuracy_score
 
 from tests import finetuning_data
+from tests import hosts
 from tests import tiny_runs
 from tests.shared_data import SHARED
 
@@ -372,15 +373,22 @@ def test_without_tensorflow_it_says_what_to_do(data_dir, tmp_path):
   assert "needs TensorFlow" in line and "finetune/arrays.py" in line, line
 
 
-def test_two_devices_fine_tune_as_one(data_dir, resumed, tmp_path):
-  """Data parallel over two (CPU) devices (training/jax_devices.py): the
-  same trial as on one device (its first trial, run above), each batch
-  split by rows and the gradients summed by XLA; dev predicted on both."""
-  out = str(tmp_path / "two")
+@pytest.fixture(scope="module")
+def two_devices(data_dir, tmp_path_factory):
+  """One trial of one process with two (CPU) devices: its output dir."""
+  out = str(tmp_path_factory.mktemp("two_devices"))
   two = run_jax(data_dir, out, num_trials=1, env=jax_env(
       XLA_FLAGS="--xla_force_host_platform_device_count=2"))
   assert two.returncode == 0, (two.stdout + two.stderr)[-3000:]
   assert "(2 cpu device(s);" in two.stdout, two.stdout
+  return out
+
+
+def test_two_devices_fine_tune_as_one(two_devices, resumed):
+  """Data parallel over two (CPU) devices (training/jax_devices.py): the
+  same trial as on one device (its first trial, run above), each batch
+  split by rows and the gradients summed by XLA; dev predicted on both."""
+  out = two_devices
   one, _, one_out = resumed
   got = json.load(open(os.path.join(out, "rte_trials.json")))["trials"][0]
   want = one["trials"][0]
@@ -434,3 +442,51 @@ def test_a_sigkilled_run_resumes_to_the_uninterrupted_result(data_dir,
     name = f"rte_dev_predictions_trial{trial}.tsv"
     assert (open(os.path.join(killed_out, name)).read() ==
             open(os.path.join(whole, name)).read()), name
+
+
+def test_two_processes_fine_tune_as_one_process_with_two_devices(
+    data_dir, two_devices, tmp_path):
+  """Several hosts (jax.distributed, joined through Keras' launch
+  variables; here two processes on the loopback, one CPU device each):
+  the trial of one process with two devices (its record's metrics, its
+  predictions), process 0 alone writing (process 1 fails at any file
+  write); both commands run again with a second trial go on from it."""
+  out = str(tmp_path / "hosts")
+
+  def both(num_trials):
+    argv = ["--data-dir", data_dir, "--model-name", "pre", "--task-names",
+            "rte", "--output-dir", out, "--hparams",
+            json.dumps(dict(HPARAMS, num_trials=num_trials))]
+    outs = hosts.finished(hosts.launch(
+        hosts.only_process_0_writes("run_finetuning"), argv,
+        lambda **v: jax_env(PYTHONDONTWRITEBYTECODE="1", **v)))
+    assert "process 1 wrote" not in outs[1][1], outs[1][1][-3000:]
+    for log, _ in outs:
+      assert "(2 cpu device(s);" in log, log[-3000:]
+    return outs
+
+  first = both(1)
+  assert "kept trial 1's model" in first[0][0]
+  assert "kept trial" not in first[1][0]  # computed alongside, kept nothing
+  record = json.load(open(os.path.join(out, "rte_trials.json")))
+  want = json.load(open(os.path.join(two_devices, "rte_trials.json")))
+  got, want = record["trials"][0]["rte"], want["trials"][0]["rte"]
+  assert got["loss"] == pytest.approx(want["loss"], abs=1e-4)
+  assert got["accuracy"] == want["accuracy"]
+  name = "rte_dev_predictions_trial1.tsv"
+  assert (open(os.path.join(out, name)).read() ==
+          open(os.path.join(two_devices, name)).read())
+  # What either run wrote (the results file's name is its time).
+  def files(folder):
+    return sorted(re.sub(r"_[\d-]+\.json$", ".json", f)
+                  for f in os.listdir(folder))
+  assert files(out) == files(two_devices)
+
+  again = both(2)  # process 0's record read, its view given to process 1
+  for log, _ in again:
+    assert "1 of 2 trial(s) done earlier" in log, log[-3000:]
+    assert "trial 2/2 (seed 1235)" in log and "trial 1/2" not in log, log
+  after = json.load(open(os.path.join(out, "rte_trials.json")))
+  assert after["run"] == record["run"] and len(after["trials"]) == 2
+  assert after["trials"][0] == record["trials"][0]
+  assert os.path.exists(os.path.join(out, "rte_dev_predictions_trial2.tsv"))

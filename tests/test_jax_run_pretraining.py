@@ -6,13 +6,13 @@ its weights fine-tune; the run directory's checks hold as on TensorFlow."""
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from tests import hosts
 from tests.pretraining_runs import ROOT
 from tests.pretraining_runs import build_data_dir
 from tests.pretraining_runs import hparams
@@ -421,29 +421,9 @@ run_pretraining.main(sys.argv[1:])
 
 def launch(data_dir, name, script, **env_extra):
   """The two processes of a run on the loopback (one CPU device each)."""
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-  return [subprocess.Popen(
-      [sys.executable, "-c", script, "--data-dir", data_dir,
-       "--model-name", name, "--hparams", HPARAMS, "--do-eval"],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-      env=env(KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{port}",
-              KERAS_DISTRIBUTION_NUM_PROCESSES="2",
-              KERAS_DISTRIBUTION_PROCESS_ID=str(k), **env_extra))
-          for k in (0, 1)]
-
-
-def finished(procs):
-  """Each process's (stdout, stderr), once both have ended well."""
-  try:
-    outs = [p.communicate(timeout=600) for p in procs]
-  finally:
-    for p in procs:
-      p.kill()
-  for p, (out, err) in zip(procs, outs):
-    assert p.returncode == 0, (out + err)[-3000:]
-  return outs
+  return hosts.launch(
+      script, ["--data-dir", data_dir, "--model-name", name, "--hparams",
+               HPARAMS, "--do-eval"], lambda **v: env(**v, **env_extra))
 
 
 @pytest.fixture(scope="module")
@@ -454,7 +434,7 @@ def two_processes(data_dir):
   one = run(data_dir, "hosts_one", "--do-eval",
             XLA_FLAGS="--xla_force_host_platform_device_count=2")
   assert one.returncode == 0, one.stderr[-3000:]
-  outs = finished(launch(data_dir, "hosts_two", CHIEF_WRITES))
+  outs = hosts.finished(launch(data_dir, "hosts_two", CHIEF_WRITES))
   return ([os.path.join(data_dir, "models", n)
            for n in ("hosts_one", "hosts_two")], one.stdout, outs)
 
@@ -512,7 +492,7 @@ def test_a_process_killed_mid_run_resumes_as_if_uninterrupted(
       p.kill()
   assert json.load(open(os.path.join(model_dir, "checkpoint.json")))[
       "latest"] == "ckpt-20.npz"
-  outs = finished(launch(data_dir, "hosts_killed", CHIEF_WRITES))
+  outs = hosts.finished(launch(data_dir, "hosts_killed", CHIEF_WRITES))
   for out, _ in outs:
     assert f"from step 20 to {STEPS}" in out, out[-3000:]
   assert_same_run([two_processes[0][1], model_dir])
