@@ -66,8 +66,9 @@ def launch(program, argv, env):
 
 
 def finished(procs):
-  """Each process's (stdout, stderr), once both have ended well; one that
-  fails ends the others at once (not after jax.distributed's timeout)."""
+  """Each process's (stdout, stderr), once both have ended well (and none
+  wrote where only_process_0_writes refuses it); one that fails ends the
+  others at once (not after jax.distributed's timeout)."""
   ended = queue.Queue()
   for k, p in enumerate(procs):
     threading.Thread(target=lambda k=k, p=p: ended.put(
@@ -88,4 +89,6 @@ def finished(procs):
   for p, (out, err) in sorted(zip(procs, outs),
                               key=lambda done: done[0].returncode == -9):
     assert p.returncode == 0, (out + err)[-3000:]
+  for _, err in outs:  # a refused write that something caught
+    assert "process 1 wrote:" not in err, err[-3000:]
   return outs

@@ -460,7 +460,6 @@ def test_two_processes_fine_tune_as_one_process_with_two_devices(
     outs = hosts.finished(hosts.launch(
         hosts.only_process_0_writes("run_finetuning"), argv,
         lambda **v: jax_env(PYTHONDONTWRITEBYTECODE="1", **v)))
-    assert "process 1 wrote" not in outs[1][1], outs[1][1][-3000:]
     for log, _ in outs:
       assert "(2 cpu device(s);" in log, log[-3000:]
     return outs
