@@ -44,6 +44,7 @@ import run_parity  # noqa: E402  (the parity runs' SQuAD split and plan)
 from finetune.qa import squad_eval  # noqa: E402
 from util.errors import UserError, main_guard  # noqa: E402
 from util.machine import cpu_kind  # noqa: E402
+from util.paths import portable  # noqa: E402
 
 PLAN = run_parity.load_plan(os.path.join(ROOT, "benchmarks",
                                          "original_parity", "plan_squad.json"))
@@ -252,7 +253,8 @@ def chance(record):
 
 
 def relative(path):
-  return os.path.relpath(os.path.abspath(path), ROOT)
+  """As a record names it: under the repository or $DATA (util/paths.py)."""
+  return portable(os.path.abspath(path))
 
 
 @main_guard
