@@ -15,19 +15,20 @@ CAUSAL_DIRECTIONS = (None, "l2r", "r2l")
 
 
 def initializer(config):
+  """A new instance for each weight: Keras 3 gives an unseeded initializer
+  one seed at construction, so an instance shared by several weights draws
+  the same values for each (the original's TF1 draws are independent)."""
   return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
 
 
-def dense_default_initializer(config, default=None):
+def dense_default_initializer(config):
   """The kernel init of the layers the original release builds with
   TF1's dense layer and no initializer (embeddings_project, the
   discriminator's output layer, the fine-tuning heads): TF1's default,
-  glorot_uniform, under dense_init "original"; else `default` (a caller's
-  initializer() instance, so the draws stay in their order) or a new
-  initializer()."""
+  glorot_uniform, under dense_init "original"; else initializer()."""
   if config.dense_init == "original":
     return keras.initializers.GlorotUniform()
-  return default or initializer(config)
+  return initializer(config)
 
 
 def _float32(fn):
@@ -83,16 +84,17 @@ class Embeddings(layers.Layer):
   def __init__(self, config, **kwargs):
     super().__init__(**kwargs)
     self.config = config
-    init = initializer(config)
     self.word_embeddings = layers.Embedding(
-        config.vocab_size, config.embedding_size, embeddings_initializer=init,
-        name="word_embeddings")
+        config.vocab_size, config.embedding_size,
+        embeddings_initializer=initializer(config), name="word_embeddings")
     self.position_embeddings = layers.Embedding(
         config.max_position_embeddings, config.embedding_size,
-        embeddings_initializer=init, name="position_embeddings")
+        embeddings_initializer=initializer(config),
+        name="position_embeddings")
     self.token_type_embeddings = layers.Embedding(
         config.type_vocab_size, config.embedding_size,
-        embeddings_initializer=init, name="token_type_embeddings")
+        embeddings_initializer=initializer(config),
+        name="token_type_embeddings")
     self.layer_norm = LayerNorm(
         epsilon=config.layer_norm_eps, name="LayerNorm")
     self.dropout = layers.Dropout(config.hidden_dropout_prob)
@@ -180,13 +182,10 @@ class SelfAttention(layers.Layer):
   def __init__(self, config, **kwargs):
     super().__init__(**kwargs)
     self.config = config
-    init = initializer(config)
-    self.query = layers.Dense(config.hidden_size, kernel_initializer=init,
-                              name="query")
-    self.key = layers.Dense(config.hidden_size, kernel_initializer=init,
-                            name="key")
-    self.value = layers.Dense(config.hidden_size, kernel_initializer=init,
-                              name="value")
+    self.query, self.key, self.value = (
+        layers.Dense(config.hidden_size,
+                     kernel_initializer=initializer(config), name=name)
+        for name in ("query", "key", "value"))
     self.dropout = layers.Dropout(config.attention_probs_dropout_prob)
 
   def build(self, input_shape):
@@ -237,17 +236,18 @@ class TransformerLayer(layers.Layer):
   def __init__(self, config, **kwargs):
     super().__init__(**kwargs)
     self.config = config
-    init = initializer(config)
     self.attention = SelfAttention(config, name="attention")
     self.attention_output = layers.Dense(
-        config.hidden_size, kernel_initializer=init, name="attention_output")
+        config.hidden_size, kernel_initializer=initializer(config),
+        name="attention_output")
     self.attention_layer_norm = LayerNorm(
         epsilon=config.layer_norm_eps, name="attention_LayerNorm")
     self.intermediate = layers.Dense(
         config.intermediate_size, activation=activation(config.hidden_act),
-        kernel_initializer=init, name="intermediate")
+        kernel_initializer=initializer(config), name="intermediate")
     self.output_dense = layers.Dense(
-        config.hidden_size, kernel_initializer=init, name="output")
+        config.hidden_size, kernel_initializer=initializer(config),
+        name="output")
     self.output_layer_norm = LayerNorm(
         epsilon=config.layer_norm_eps, name="output_LayerNorm")
     self.dropout = layers.Dropout(config.hidden_dropout_prob)

@@ -72,12 +72,11 @@ class DiscriminatorHead(layers.Layer):
   def __init__(self, config, **kwargs):
     super().__init__(**kwargs)
     self.config = config
-    init = initializer(config)
     self.dense = layers.Dense(
         config.hidden_size, activation=activation(config.hidden_act),
-        kernel_initializer=init, name="dense")
+        kernel_initializer=initializer(config), name="dense")
     self.dense_prediction = layers.Dense(
-        1, kernel_initializer=dense_default_initializer(config, init),
+        1, kernel_initializer=dense_default_initializer(config),
         name="dense_prediction")
 
   def build(self, input_shape):
