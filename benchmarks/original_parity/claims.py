@@ -63,12 +63,20 @@ def figures(records=RECORDS):
     p = tost_p(_seeds(runs, "ours_origdense", STEP, key),
                _seeds(runs, "original", STEP, key), margin)
     out[f"TOST ours_origdense {key} at {margin}"] = f"{p:.2f}"
+  cross = {}  # seed: ours' evaluator on the original's last weights
   for seed, run in sorted(runs["original"].items()):
     with open(os.path.join(records, "cross_eval", "float32",
                            f"original_seed{seed}", f"step_{STEP}.json")) as f:
-      ours_eval = json.load(f)["masked_lm_loss"]
-    offset = run["eval"][STEP]["masked_lm_loss"] - ours_eval
+      cross[seed] = json.load(f)["masked_lm_loss"]
+    offset = run["eval"][STEP]["masked_lm_loss"] - cross[seed]
     out[f"evaluator offset seed {seed}"] = f"{offset:+.3f}"
+  # The MLM-loss gap on one evaluator: our float32 runs' own eval (the
+  # same masks as the cross-eval of their seed) minus the original's.
+  for side in ("ours_origdense_fp32", "ours_origorder_fp32"):
+    for seed, run in sorted(runs.get(side, {}).items()):
+      if STEP in run["eval"]:
+        gap = run["eval"][STEP]["masked_lm_loss"] - cross[seed]
+        out[f"one-evaluator gap {side} seed {seed}"] = f"{gap:+.3f}"
   for (lr, task), sides in sorted(collect_parity.read_finetuning(
       records).items()):
     original = list(sides["original"].values())
