@@ -18,6 +18,9 @@ STATED = ("ours disc_auc outside at 500", "ours disc_auc outside at 2500",
           "TOST ours_origdense masked_lm_loss at 0.05",
           "evaluator offset seed 1", "evaluator offset seed 2",
           "one-evaluator gap ours_origorder_fp32 seed 1",
+          "one-evaluator gap ours_origorder_fp32 seed 2",
+          "one-evaluator gap ours_origdense_fp32 seed 1",
+          "one-evaluator gap ours_origdense_fp32 seed 2",
           "ours sts 0.0003 interval", "ours_orighead sts 0.0003 interval",
           "ours_orighead sts 0.001 interval")
 
