@@ -178,6 +178,17 @@ class FinetuningLoop:
                       reused_heads(self.finetuned, self.tasks))
     return self._reused
 
+  def _write_predictions(self, scorer, path, what=None):
+    """Process 0 writes a scorer's predictions (the others predicted
+    alongside); `what`: a line saying so."""
+    if not self.is_chief:
+      return
+    if os.path.dirname(path):
+      storage.makedirs(os.path.dirname(path))
+    scorer.write_predictions(path)
+    if what:
+      print(f"wrote {what}: {path}", flush=True)
+
   # ------------------------------------------------------------ trials
   def _look(self):
     """Before any work: the record of an interrupted run of this command
@@ -216,16 +227,13 @@ class FinetuningLoop:
       if config.do_eval:
         scorer, loss = self.predictor.predict(model, task, "dev")
         results[task.name] = dict(scorer.get_results(), loss=loss)
-        if self.is_chief:
-          scorer.write_predictions(
-              self.outputs.prediction_file(task, "dev", trial))
+        self._write_predictions(
+            scorer, self.outputs.prediction_path(task, "dev", trial))
       if config.write_test_outputs:
         scorer, _ = self.predictor.predict(model, task, "test")
-        if self.is_chief:
-          path = self.outputs.prediction_file(task, "test", trial)
-          scorer.write_predictions(path)
-          print(f"wrote test predictions for {task.name}: {path}",
-                flush=True)
+        self._write_predictions(
+            scorer, self.outputs.prediction_path(task, "test", trial),
+            f"test predictions for {task.name}")
     self.record.keep(model, trial, results)
     return results
 
@@ -305,12 +313,10 @@ class FinetuningLoop:
         scorer, loss = self.predictor.predict(model, task, split)
         if split == "dev":
           results[task.name] = dict(scorer.get_results(), loss=loss)
-        if self.is_chief:
-          path = self.outputs.evaluation_path(task, split)
-          storage.makedirs(os.path.dirname(path))
-          scorer.write_predictions(path)
-          print(f"wrote {task.name} {split} predictions: {path}",
-                flush=True)
+        if self.is_chief:  # its path looks in the folder: process 0 alone
+          self._write_predictions(scorer,
+                                  self.outputs.evaluation_path(task, split),
+                                  f"{task.name} {split} predictions")
     summary = summarize([results] if results else [])
     if summary:
       scores = self.baselines()
@@ -344,12 +350,8 @@ class FinetuningLoop:
           f"{config.predict_file} with {self.finetuned.path} (trial "
           f"{self.finetuned.info.get('trial', '?')}'s model)", flush=True)
     scorer, loss = self.predictor.predict(model, task, "predict")
-    if self.is_chief:
-      path = self.outputs.predict_output()
-      if os.path.dirname(path):
-        storage.makedirs(os.path.dirname(path))
-      scorer.write_predictions(path)
-      print(f"wrote {task.name} predictions: {path}", flush=True)
+    self._write_predictions(scorer, self.outputs.predict_output(),
+                            f"{task.name} predictions")
     if not labelled:
       return {}
     results = {task.name: dict(scorer.get_results(), loss=loss)}

@@ -45,10 +45,6 @@ class RunOutputs:
       path = f"{stem}_{n}{task.predictions_ext}"
     return path
 
-  def prediction_file(self, task, split, trial):
-    """prediction_path, its folder made: about to be written."""
-    return self._output(self.prediction_path(task, split, trial))
-
   def planned(self):
     """Every prediction file this run will write."""
     config = self.config

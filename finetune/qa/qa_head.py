@@ -47,26 +47,25 @@ class SQuADHead(layers.Layer):
     self.answerable = v2 and answerable_classifier
     self.uses_start = answerable_uses_start_logits
     h = config.hidden_size
-    init = lambda: initializer(config)  # a new one a weight: independent
     self.act = activation(config.hidden_act)
-    self.start_dense = layers.Dense(1, kernel_initializer=init(),
+    self.start_dense = layers.Dense(1, kernel_initializer=initializer(config),
                                     name="start_logits")
     if not linear:
       # Applied to concat(h_t, h_start) by splitting its kernel, so the
       # [B, k, T, 2H] concatenation is never built.
-      self.end_hidden = layers.Dense(h, kernel_initializer=init(),
+      self.end_hidden = layers.Dense(h, kernel_initializer=initializer(config),
                                      name="end_hidden")
       self.end_norm = LayerNorm(
           epsilon=config.layer_norm_eps, name="end_LayerNorm")
-    self.end_dense = layers.Dense(1, kernel_initializer=init(),
+    self.end_dense = layers.Dense(1, kernel_initializer=initializer(config),
                                   name="end_logits")
     if self.answerable:
       self.answer_hidden = layers.Dense(
-          h, activation=self.act, kernel_initializer=init(),
+          h, activation=self.act, kernel_initializer=initializer(config),
           name="answer_hidden")
       self.answer_dropout = layers.Dropout(dropout)
-      self.answer_dense = layers.Dense(1, kernel_initializer=init(),
-                                       name="answer_logit")
+      self.answer_dense = layers.Dense(
+          1, kernel_initializer=initializer(config), name="answer_logit")
 
   def build(self, input_shape):
     h = self.config.hidden_size
