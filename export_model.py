@@ -1,7 +1,7 @@
 """Exports a pretrained model for serving and for other tools.
 
   python export_model.py --data-dir DATA_DIR --model-name NAME \
-      --format {hf,savedmodel,keras,keras_hub} --output-dir OUT
+      --format {hf,savedmodel,keras,keras_hub,tf1} --output-dir OUT
 
   hf          OUT/discriminator/ (ElectraForPreTraining) and OUT/generator/
               (ElectraForMaskedLM; a BERT or SCRIPT model has only this):
@@ -14,6 +14,9 @@
   keras_hub   a KerasHub preset: keras_hub.models.ElectraBackbone.from_preset
               (OUT) and ElectraTokenizer.from_preset(OUT) load it (needs
               pip install keras-hub)
+  tf1         OUT/model.ckpt + checkpoint + vocab.txt in the original
+              release's variable names: its run_finetuning.py and
+              run_pretraining.py start from it (interop/tf1.py)
 
 The model may be one of our runs or any format --init-checkpoint accepts
 (transformers, the original TF1 release, .keras, KerasHub), so this also

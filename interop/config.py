@@ -14,7 +14,7 @@ from util.config import require_model_path
 from util.errors import UserError
 from util.outputs import check_output_dir
 
-FORMATS = ("savedmodel", "keras", "hf", "keras_hub")
+FORMATS = ("savedmodel", "keras", "hf", "keras_hub", "tf1")
 
 
 @dataclasses.dataclass
@@ -25,7 +25,7 @@ class ExportConfig:
   model_name: str = ""
   init_checkpoint: str = ""  # default DATA_DIR/models/NAME
   vocab_file: str = ""  # default: the run's, else DATA_DIR/vocab.txt
-  format: str = "hf"  # hf (transformers), savedmodel, keras (.keras) or keras_hub (a KerasHub preset)
+  format: str = "hf"  # hf (transformers), savedmodel, keras (.keras), keras_hub (a KerasHub preset) or tf1 (the original release's checkpoint)
   output_dir: str = ""  # must not exist yet (or be empty)
   max_seq_length: int = 0  # savedmodel text signature; 0 = the run's
   # A fine-tuned model (run_finetuning.py's OUTPUT_DIR/<tasks>_model/):

@@ -14,6 +14,8 @@ from interop import hf
 from interop import keras_archive
 from interop import keras_hub
 from interop import savedmodel
+from interop import tf1
+from interop.weights import GENERATOR
 from interop.weights import export_weights
 from util import outputs
 from util.errors import UserError
@@ -73,10 +75,29 @@ def export_keras(model, pretrain_config, tokenizer, vocab_file, staging,
                              os.path.join(staging, "discriminator.keras"))
 
 
+def export_tf1(model, pretrain_config, tokenizer, vocab_file, staging,
+               config):
+  """OUT/model.ckpt + checkpoint + vocab.txt in the original release's
+  variable names, as its model folders hold them: its run_finetuning.py
+  (init_checkpoint) and run_pretraining.py start from it, and so does
+  --init-checkpoint here."""
+  del tokenizer
+  values = tf1.release_weights(model)
+  tf1.write_checkpoint(os.path.join(staging, "model.ckpt"), values)
+  shutil.copy(vocab_file, os.path.join(staging, "vocab.txt"))
+  print(f"wrote {os.path.join(config.output_dir, 'model.ckpt')} "
+        f"({len(values)} variables in the release's names)", flush=True)
+  if hasattr(model, "pair") and GENERATOR not in model.networks():
+    print(f"note: this {pretrain_config.objective} model's generator "
+          "(two-tower or fixed) has no place in the release's layout and "
+          "was not exported", flush=True)
+
+
 # --format -> exporter(model, pretrain_config, tokenizer, vocab_file,
 # staging folder, ExportConfig); interop/config.py's FORMATS name these.
 EXPORTERS = {"hf": export_hf, "savedmodel": export_savedmodel,
-             "keras": export_keras, "keras_hub": export_keras_hub}
+             "keras": export_keras, "keras_hub": export_keras_hub,
+             "tf1": export_tf1}
 
 
 @contextlib.contextmanager

@@ -10,8 +10,11 @@ its masked LM is `electra/` + `generator_predictions/`.
 
 import re
 
+import numpy as np
+
 from interop.weights import DISCRIMINATOR
 from interop.weights import GENERATOR
+from interop.weights import role_slots
 from util.errors import UserError
 
 WORD_TABLE = "electra/embeddings/word_embeddings"
@@ -96,6 +99,73 @@ def _inverse(name, scope):
   name = name.replace("generator_predictions/output_bias",
                       "generator_lm_head.bias")
   return name.replace("/", ".")
+
+
+def release_name(ours, scope):
+  """Our name (interop/weights.py) -> the release's under `scope`; the
+  inverse of _inverse."""
+  name = ours.replace("generator_lm_head.bias",
+                      "generator_predictions/output_bias")
+  name = re.sub(r"^electra\.", scope + ".", name)
+  name = name.replace("dense_prediction", "dense_1")
+  name = re.sub(r"LayerNorm\.weight$", "LayerNorm.gamma", name)
+  name = re.sub(r"LayerNorm\.bias$", "LayerNorm.beta", name)
+  name = re.sub(r"_embeddings\.weight$", "_embeddings", name)
+  name = re.sub(r"\.weight$", ".kernel", name)
+  name = re.sub(r"encoder\.layer\.(\d+)\.", r"encoder.layer_\1.", name)
+  return name.replace(".", "/")
+
+
+def release_weights(model):
+  """{the release's name: float32 array} of a pretraining model's networks
+  in its layout (this module's docstring), which role_weights reads back.
+  A generator beside a discriminator is `generator/`, sharing
+  `electra/embeddings` when ours shares them (the release's default)."""
+  roles = model.networks()
+  if DISCRIMINATOR not in roles:  # BERT, SCRIPT: the masked LM is electra/
+    return {release_name(s.name, "electra"): s.value()
+            for s in role_slots(model, GENERATOR)}
+  out = {release_name(s.name, "electra"): s.value()
+         for s in role_slots(model, DISCRIMINATOR)}
+  if GENERATOR not in roles:
+    return out
+  tables = {s.name: s for s in role_slots(model, DISCRIMINATOR)
+            if s.name.startswith("electra.embeddings.")}
+  gen = role_slots(model, GENERATOR)
+  shared = [s.name in tables and s.variable is tables[s.name].variable
+            and s.offset is None for s in gen
+            if s.name.startswith("electra.embeddings.")]
+  if any(shared) and not all(shared):
+    raise UserError("this model's generator shares some embedding weights "
+                    "with the discriminator and not others: the release's "
+                    "layout cannot hold that")
+  for s in gen:
+    if s.name.startswith("electra.embeddings.") and all(shared):
+      continue  # electra/embeddings, already written
+    out[release_name(s.name, "generator")] = s.value()
+  return out
+
+
+def write_checkpoint(prefix, values, global_step=None):
+  """Saves {name: array} as the release's tf.compat.v1 Saver does: `prefix`
+  .index/.data plus the folder's `checkpoint` file; int64 `global_step`
+  when given."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  graph = tf.Graph()
+  with graph.as_default():
+    variables = {name: tf.compat.v1.get_variable(
+        name, initializer=tf.constant(np.asarray(value)), use_resource=False)
+                 for name, value in values.items()}
+    if global_step is not None:
+      variables["global_step"] = tf.compat.v1.get_variable(
+          "global_step", initializer=tf.constant(global_step, tf.int64),
+          use_resource=False)
+    # Relative: the folder may move (the export's staging folder does).
+    saver = tf.compat.v1.train.Saver(var_list=variables,
+                                     save_relative_paths=True)
+    with tf.compat.v1.Session(graph=graph) as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      saver.save(sess, prefix, write_meta_graph=False)
 
 
 def architecture(named):

@@ -112,30 +112,16 @@ def write_tf1_checkpoint(prefix, sizes, rng, full_size_generator=False,
 
 
 def save_tf1_variables(prefix, values, adam_rng=None, global_step=100):
-  """Saves {TF1 name: array} as tf.compat.v1 variables at `prefix`, with
-  random Adam slots when `adam_rng` is given."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  with_adam = adam_rng is not None
-  rng = adam_rng
-  graph = tf.Graph()
-  with graph.as_default():
-    to_save = {}
+  """Saves {TF1 name: array} as tf.compat.v1 variables at `prefix` (the
+  product's writer), with random Adam slots when `adam_rng` is given."""
+  from interop.tf1 import write_checkpoint
+  saved = dict(values)
+  if adam_rng is not None:  # different values, so a slot read by mistake shows
     for name, value in values.items():
-      to_save[name] = tf.compat.v1.get_variable(
-          name, initializer=tf.constant(value), use_resource=False)
-      if with_adam:  # different values, so a slot read by mistake shows
-        for slot in ("adam_m", "adam_v"):
-          to_save[f"{name}/{slot}"] = tf.compat.v1.get_variable(
-              f"{name}/{slot}", initializer=tf.constant(
-                  rng.standard_normal(value.shape).astype(np.float32)),
-              use_resource=False)
-    to_save["global_step"] = tf.compat.v1.get_variable(
-        "global_step", initializer=tf.constant(global_step, tf.int64),
-        use_resource=False)
-    saver = tf.compat.v1.train.Saver(var_list=to_save)
-    with tf.compat.v1.Session(graph=graph) as sess:
-      sess.run(tf.compat.v1.global_variables_initializer())
-      saver.save(sess, prefix, write_meta_graph=False)
+      for slot in ("adam_m", "adam_v"):
+        saved[f"{name}/{slot}"] = adam_rng.standard_normal(
+            value.shape).astype(np.float32)
+  write_checkpoint(prefix, saved, global_step)
 
 
 # ------------------------------------------------------- NumPy forward pass

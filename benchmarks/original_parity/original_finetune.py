@@ -47,6 +47,7 @@ def finetune(tf, config, seed):
     features = tf.data.make_one_shot_iterator(train_input_fn(
         {"batch_size": config.train_batch_size})).get_next()
     spec = model_fn(features, None, "train", {})
+    _check_init(tf, config.init_checkpoint)
     saver = tf.train.Saver()
     with tf.Session(graph=graph) as sess:
       sess.run(tf.global_variables_initializer())  # + init_from_checkpoint
@@ -81,6 +82,21 @@ def finetune(tf, config, seed):
             r = utils.nest_dict(r, config.task_names)
             scorer.update(r[tasks[0].name])
   return steps, {k: float(v) for k, v in scorer.get_results()}, losses
+
+
+def _check_init(tf, checkpoint):
+  """The original's init_from_checkpoint quietly leaves a variable the
+  checkpoint lacks at its random init: every encoder variable must be
+  there, in its shape."""
+  held = dict(tf.train.list_variables(checkpoint))
+  encoder = [v for v in tf.trainable_variables()
+             if v.op.name.startswith("electra/")]
+  wrong = [v.op.name for v in encoder
+           if held.get(v.op.name) != v.shape.as_list()]
+  if not encoder or wrong:
+    sys.exit(f"original: {checkpoint} does not hold {wrong[:4] or 'electra/'}")
+  print(f"original: all {len(encoder)} encoder variables from {checkpoint}",
+        flush=True)
 
 
 def main():
