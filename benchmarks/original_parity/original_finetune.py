@@ -106,10 +106,13 @@ def main():
   tf = record_original.shim(os.path.abspath(args.original))
   tf.logging.set_verbosity(tf.logging.ERROR)
   # protobuf 4+ refuses the 0-d NumPy arrays the original's padding
-  # examples hold (protobuf 3 took them): the same values as floats.
-  float_list = tf.train.FloatList
+  # examples hold and SQuAD's boolean is_impossible (protobuf 3 took
+  # both): the same values as floats and ints.
+  float_list, int64_list = tf.train.FloatList, tf.train.Int64List
   tf.train.FloatList = lambda value=(): float_list(
       value=[float(v) for v in value])
+  tf.train.Int64List = lambda value=(): int64_list(
+      value=[int(v) for v in value])
   import configure_finetuning  # the original's
   config = configure_finetuning.FinetuningConfig(
       args.model_name, args.data_dir, **json.loads(args.hparams))
