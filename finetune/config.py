@@ -44,7 +44,7 @@ QA_MAX_SEQ_LENGTH, CHUNK_MAX_SEQ_LENGTH, DEFAULT_MAX_SEQ_LENGTH = 512, 256, 128
 DEFAULT_EPOCHS = 3.0
 INIT_FROM = ("discriminator", "generator")
 KEEP_MODEL = ("best", "last", "none")
-QA_HEADS = ("xlnet", "linear")
+QA_HEADS = ("electra", "xlnet", "linear")
 # training/optimization.create_optimizer; lamb is for pretraining only.
 OPTIMIZERS = ("adam_weight_decay", "adamw")
 # Multi-worker fine-tuning is not offered: one host holds the trial record.
@@ -184,16 +184,18 @@ class FinetuningConfig:
   gcp_project: str = ""
   tpu_job_name: str = ""
 
-  # SQuAD. qa_head "xlnet": the release's head (end conditioned on the
-  # start, a beam); "linear": BERT's independent start/end logits, which
-  # export to transformers' ElectraForQuestionAnswering.
-  qa_head: str = "xlnet"
+  # SQuAD (finetune/qa/qa_head.py). qa_head "electra": the release's head
+  # (end conditioned on the start, a beam; its answerability loss on 1.1
+  # too); "xlnet": XLNet's end head (the default until 2026-12-06);
+  # "linear": BERT's independent start/end logits, which export to
+  # transformers' ElectraForQuestionAnswering.
+  qa_head: str = "electra"
   doc_stride: int = 128
   max_query_length: int = 64
   n_best_size: int = 20
   max_answer_length: int = 30
   beam_size: int = 20  # starts x ends searched at inference
-  answerable_classifier: bool = True  # SQuAD 2.0 answerability head
+  answerable_classifier: bool = True  # the answerability head
   answerable_uses_start_logits: bool = True
   answerable_weight: float = 0.5
   qa_na_threshold: float = -2.75  # default; 2.0 eval also searches it

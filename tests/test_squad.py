@@ -432,14 +432,19 @@ def set_dense(layer, kernel, bias=None):
 
 def force_head(head, hidden_size):
   """Start logit = feature 0; end logit follows feature 1 of the end token
-  (through LayerNorm) and ignores the start."""
+  (through the activation, and xlnet's LayerNorm) and ignores the
+  start."""
   e0 = np.zeros((hidden_size, 1))
   e0[0] = 1
   set_dense(head.start_dense, e0)
-  kernel = np.zeros((2 * hidden_size, hidden_size))
-  kernel[:hidden_size] = np.eye(hidden_size)
+  kernel = np.zeros((2 * hidden_size, head.width))
+  # The token's half: the second for the release's head, the first for
+  # XLNet's.
+  token = slice(hidden_size, None) if head.style == "electra" else slice(
+      0, hidden_size)
+  kernel[token, :hidden_size] = np.eye(hidden_size)
   set_dense(head.end_hidden, kernel)
-  e1 = np.zeros((hidden_size, 1))
+  e1 = np.zeros((head.width, 1))
   e1[1] = 5
   set_dense(head.end_dense, e1)
 
@@ -471,10 +476,56 @@ def run_head(task, tokenizer, features, hidden, training, answerable=None):
   head(hidden[:1], features["answer_mask"][:1])  # builds the weights
   force_head(head, hidden.shape[-1])
   if answerable is not None:
-    set_dense(head.answer_dense, np.zeros((16, 1)), [answerable])
+    set_dense(head.answer_dense, np.zeros((head.answer_dense.kernel.shape[0],
+                                           1)), [answerable])
   loss, outputs = task.loss_and_outputs(head, hidden, feed(features),
                                         training)
   return np.asarray(loss), {k: np.asarray(v) for k, v in outputs.items()}
+
+
+def test_the_release_head_computes_what_the_original_does(tokenizer,
+                                                          tmp_path):
+  """tests/reference/squad_head.npz: the release's own QA head (its
+  defaults: joint prediction, the answerability classifier on 1.1) on
+  fixed hidden states and weights. Ours (qa_head electra) with the same
+  weights: the per-row training loss (answerability included, labels both
+  ways, one gold span outside the window) and the beam within 1e-5."""
+  ref = np.load(pathlib.Path(__file__).parent / "reference" /
+                "squad_head.npz")
+  hidden = ref["hidden"]
+  n, t, h = hidden.shape
+  k = int(ref["beam_size"])
+  task = make_task(SQuADv1, tokenizer, tmp_path, beam_size=k,
+                   answerable_weight=float(ref["answerable_weight"]))
+  assert task.config.qa_head == "electra"  # the default
+  head = task.build_head(get_model_config("tiny", tokenizer.vocab_size, dict(
+      hidden_size=h, num_attention_heads=1, intermediate_size=16,
+      embedding_size=h, hidden_dropout_prob=0.0)))
+  answer_mask = ref["input_mask"] * ref["segment_ids"]
+  answer_mask[:, 0] = 1  # [CLS]: the null answer (its answer_mask)
+  head(hidden[:1], answer_mask[:1])
+  for layer, name in ((head.start_dense, "dense"),
+                      (head.end_hidden, "qa_hidden"),
+                      (head.end_dense, "dense_1"),
+                      (head.answer_hidden, "dense_2"),
+                      (head.answer_dense, "dense_3")):
+    set_dense(layer, ref[f"weight:{name}/kernel"], ref[f"weight:{name}/bias"])
+  features = {"answer_mask": answer_mask, "example_index": np.arange(n),
+              "start_positions": ref["start_positions"],
+              "end_positions": ref["end_positions"],
+              "is_impossible": ref["is_impossible"].astype(np.float32)}
+  loss, _ = task.loss_and_outputs(head, hidden, features, training=True)
+  np.testing.assert_allclose(np.asarray(loss), ref["loss"], atol=1e-5)
+  res = {key: np.asarray(v) for key, v in head(
+      hidden, answer_mask, start_positions=ref["start_positions"],
+      training=False).items()}
+  for key in ("start_top_log_probs", "end_top_log_probs",
+              "answerable_logit"):
+    np.testing.assert_allclose(res[key], ref[f"infer:{key}"], atol=1e-5,
+                               err_msg=key)
+  for key in ("start_top_index", "end_top_index"):
+    np.testing.assert_array_equal(res[key], ref[f"infer:{key}"])
+  assert res["start_top_index"].shape == (n, k)
 
 
 def test_head_shapes_and_random_hidden(tmp_path, tokenizer, dev_v2):
@@ -509,7 +560,11 @@ def test_forced_logits_predict_the_gold_span(tmp_path, tokenizer, dev_v1):
   f = task.featurize(examples, is_training=False)
   row = answer_row(f)
   hidden = crafted_hidden(f, 16, row)
-  loss, out = run_head(task, tokenizer, f, hidden, training=False)
+  # The release's head trains its answerability logit on 1.1 too: made
+  # near-certain "answerable" here, so the loss is the span's.
+  loss, out = run_head(task, tokenizer, f, hidden, training=False,
+                       answerable=-20.0)
+  assert "answerable_logit" not in out  # 1.1 predicts without it
   s, e = f["start_positions"][row], f["end_positions"][row]
   assert out["start_top_index"][row, 0] == s
   assert out["end_top_index"][row, 0, 0] == e

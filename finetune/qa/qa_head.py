@@ -1,17 +1,22 @@
-"""The SQuAD head (XLNet style, as the ELECTRA release) and loss helpers.
+"""The SQuAD head and loss helpers.
 
-Start logits from Dense(1); end logits conditioned on a start:
-Dense(hidden, act)(concat(h_t, h_start)) -> LayerNorm -> Dense(1). Training
+Start logits from Dense(1); end logits conditioned on a start. Training
 conditions on the gold start; inference runs a beam: the top `beam_size`
 starts, and for each its top `beam_size` ends (start_n_top = end_n_top =
-config.beam_size, as in the release). SQuAD 2.0 adds an answerability logit
-(larger = unanswerable) from [CLS] concatenated with the
-start-probability-weighted mean of hidden states.
+config.beam_size, as in the release). Three styles (qa_head):
 
-linear=True is BERT's head instead (transformers'
-ElectraForQuestionAnswering): end logits Dense(1)(h_t), independent of the
-start. The beam and the scorer stay the same (every start gets the same
-top ends).
+  electra  the ELECTRA release's (finetune/qa/qa_tasks.py, its defaults):
+           end logits Dense(1)(Dense(512, gelu)(concat(h_start, h_t)));
+           with answerable_classifier, an answerability logit
+           Dense(1)(Dense(512, gelu)(concat(h_[CLS], sum_t p_start(t) h_t)))
+           trained for SQuAD 1.1 too (every label "answerable"), used only
+           for 2.0's predictions
+  xlnet    XLNet's end head, Dense(hidden, act) -> LayerNorm -> Dense(1),
+           and 2.0's answerability from Dense(hidden, act) + dropout (this
+           code's default until 2026-12-06)
+  linear   BERT's head (transformers' ElectraForQuestionAnswering): end
+           logits Dense(1)(h_t), independent of the start; the beam and the
+           scorer stay the same (every start gets the same top ends)
 """
 
 from keras import layers
@@ -22,6 +27,7 @@ from model.encoder import activation
 from model.encoder import initializer
 
 _MASKED = -1e9  # logit of a position where no span may start or end
+ELECTRA_WIDTH = 512  # the release's qa_hidden and answerability layers
 
 
 class SQuADHead(layers.Layer):
@@ -37,33 +43,43 @@ class SQuADHead(layers.Layer):
   """
 
   def __init__(self, config, beam_size, v2, answerable_classifier=True,
-               answerable_uses_start_logits=True, linear=False, dropout=0.1,
-               **kwargs):
+               answerable_uses_start_logits=True, style="electra",
+               dropout=0.1, **kwargs):
     super().__init__(**kwargs)
     self.config = config
-    self.linear = linear
+    self.style = style
+    self.linear = style == "linear"
     self.beam_size = beam_size
     self.v2 = v2
-    self.answerable = v2 and answerable_classifier
+    # The release trains its classifier on 1.1 too; XLNet's is 2.0's only.
+    self.answerable = answerable_classifier and (v2 or style == "electra")
     self.uses_start = answerable_uses_start_logits
     h = config.hidden_size
-    self.act = activation(config.hidden_act)
+    # The release's hidden layers are 512 wide with the exact GELU at
+    # every model size; XLNet's are the encoder's width and activation.
+    electra = style == "electra"
+    self.width = ELECTRA_WIDTH if electra else h
+    self.act = activation("gelu" if electra else config.hidden_act)
     self.start_dense = layers.Dense(1, kernel_initializer=initializer(config),
                                     name="start_logits")
-    if not linear:
-      # Applied to concat(h_t, h_start) by splitting its kernel, so the
+    if not self.linear:
+      # Applied to the concatenation by splitting its kernel, so the
       # [B, k, T, 2H] concatenation is never built.
-      self.end_hidden = layers.Dense(h, kernel_initializer=initializer(config),
-                                     name="end_hidden")
-      self.end_norm = LayerNorm(
-          epsilon=config.layer_norm_eps, name="end_LayerNorm")
+      self.end_hidden = layers.Dense(
+          self.width, kernel_initializer=initializer(config),
+          name="end_hidden")
+      if not electra:
+        self.end_norm = LayerNorm(
+            epsilon=config.layer_norm_eps, name="end_LayerNorm")
     self.end_dense = layers.Dense(1, kernel_initializer=initializer(config),
                                   name="end_logits")
     if self.answerable:
-      self.answer_hidden = layers.Dense(
-          h, activation=self.act, kernel_initializer=initializer(config),
-          name="answer_hidden")
-      self.answer_dropout = layers.Dropout(dropout)
+      self.answer_hidden = None
+      if self.uses_start or not electra:
+        self.answer_hidden = layers.Dense(
+            self.width, activation=self.act,
+            kernel_initializer=initializer(config), name="answer_hidden")
+      self.answer_dropout = None if electra else layers.Dropout(dropout)
       self.answer_dense = layers.Dense(
           1, kernel_initializer=initializer(config), name="answer_logit")
 
@@ -72,11 +88,15 @@ class SQuADHead(layers.Layer):
     self.start_dense.build((None, h))
     if not self.linear:
       self.end_hidden.build((None, 2 * h))
-      self.end_norm.build((None, h))
-    self.end_dense.build((None, h))
+      if self.style != "electra":
+        self.end_norm.build((None, self.width))
+    self.end_dense.build((None, h if self.linear else self.width))
     if self.answerable:
-      self.answer_hidden.build((None, 2 * h if self.uses_start else h))
-      self.answer_dense.build((None, h))
+      answer_in = 2 * h if self.uses_start else h
+      if self.answer_hidden is not None:
+        self.answer_hidden.build((None, answer_in))
+        answer_in = self.width
+      self.answer_dense.build((None, answer_in))
     self.built = True
 
   def _masked(self, logits, mask):
@@ -92,10 +112,17 @@ class SQuADHead(layers.Layer):
     h = self.config.hidden_size
     kernel = ops.cast(self.end_hidden.kernel, hidden.dtype)
     bias = ops.cast(self.end_hidden.bias, hidden.dtype)
+    # The release concatenates (start, token); XLNet's order was (token,
+    # start).
+    start_part, token_part = ((kernel[:h], kernel[h:])
+                              if self.style == "electra"
+                              else (kernel[h:], kernel[:h]))
     start_states = ops.einsum("bkt,bth->bkh", start_onehot, hidden)
-    x = (ops.expand_dims(ops.matmul(hidden, kernel[:h]), 1) +
-         ops.expand_dims(ops.matmul(start_states, kernel[h:]) + bias, 2))
-    x = self.end_norm(self.act(x))
+    x = (ops.expand_dims(ops.matmul(hidden, token_part), 1) +
+         ops.expand_dims(ops.matmul(start_states, start_part) + bias, 2))
+    x = self.act(x)
+    if self.style != "electra":
+      x = self.end_norm(x)
     logits = ops.squeeze(self.end_dense(x), -1)
     logits = self._masked(logits, ops.expand_dims(mask, 1))
     return ops.log_softmax(logits, axis=-1)
@@ -106,7 +133,10 @@ class SQuADHead(layers.Layer):
       p = ops.cast(ops.softmax(start_logits, axis=-1), hidden.dtype)
       x = ops.concatenate(
           [x, ops.einsum("bt,bth->bh", p, hidden)], axis=-1)
-    x = self.answer_dropout(self.answer_hidden(x), training=training)
+    if self.answer_hidden is not None:
+      x = self.answer_hidden(x)
+    if self.answer_dropout is not None:
+      x = self.answer_dropout(x, training=training)
     return ops.cast(ops.squeeze(self.answer_dense(x), -1), "float32")
 
   def call(self, hidden, answer_mask, start_positions=None, training=None):
@@ -119,7 +149,8 @@ class SQuADHead(layers.Layer):
       gold = ops.one_hot(ops.expand_dims(start_positions, 1), seq_len,
                          dtype=hidden.dtype)
       out["end_log_probs"] = self.end_log_probs(hidden, gold, mask)[:, 0]
-    if self.answerable:
+    # 1.1's classifier only trains (its loss), 2.0's also predicts.
+    if self.answerable and (self.v2 or start_positions is not None):
       out["answerable_logit"] = self.answerable_logit(
           hidden, start_logits, training)
     if not training:

@@ -54,9 +54,9 @@ class QATask(task.Task):
 
   @property
   def head_kind(self):
-    """squad (the ELECTRA release's XLNet-style head) or squad_linear
-    (qa_head linear); + _answerable with the 2.0 answerability
-    classifier."""
+    """squad (the end conditioned on the start: qa_head electra or xlnet)
+    or squad_linear (qa_head linear); + _answerable with the 2.0
+    answerability classifier (what predictions use)."""
     kind = "squad_linear" if self.config.qa_head == "linear" else "squad"
     return kind + ("_answerable" if (
         self.v2 and self.config.answerable_classifier) else "")
@@ -173,12 +173,13 @@ class QATask(task.Task):
         model_config, config.beam_size, self.v2,
         answerable_classifier=config.answerable_classifier,
         answerable_uses_start_logits=config.answerable_uses_start_logits,
-        linear=config.qa_head == "linear", dropout=dropout,
+        style=config.qa_head, dropout=dropout,
         name=f"{self.name}_head")
 
   def loss_and_outputs(self, head, hidden, features, training):
     """Per-row loss: (CE(start) + CE(end | gold start)) / 2, plus
-    answerable_weight x sigmoid CE(is_impossible) with the 2.0 classifier.
+    answerable_weight x sigmoid CE(is_impossible) with the classifier
+    (qa_head electra: 1.1 too, as the release).
     Outputs (inference only) are the head's beam and answerability."""
     starts = features.get("start_positions")
     if starts is not None:
@@ -199,7 +200,9 @@ class QATask(task.Task):
       return loss, {}
     keys = ("start_top_index", "start_top_log_probs", "end_top_index",
             "end_top_log_probs", "answerable_logit", "cls_log_prob")
-    outputs = {k: res[k] for k in keys if k in res}
+    # 1.1's answerability logit (the release's head) is its loss's only.
+    outputs = {k: res[k] for k in keys
+               if k in res and (self.v2 or k != "answerable_logit")}
     outputs["example_index"] = features["example_index"]
     return loss, outputs
 

@@ -3,7 +3,7 @@
 Run once, by hand, outside CI (CI cannot fetch the original):
 
   python tests/reference/record_original.py /path/to/extracted/electra \
-      [--items 1,2,3,4,5,6,7,8,9] [--shared /work/shared/data]
+      [--items 1,2,3,4,5,6,7,8,9,10] [--shared /work/shared/data]
 
 under a Python whose TensorFlow has `tensorflow.compat.v1`, plus tf-slim
 (for `tensorflow.contrib.layers`) and tf-keras (for `tf.compat.v1.layers`).
@@ -396,6 +396,69 @@ def _answer_positions(tf, task, config, feats):
       sess.run(tf.global_variables_initializer())
       start_logits = sess.run(outputs["start_logits"])
   return [np.flatnonzero(row > -500).tolist() for row in start_logits]
+
+
+def record_squad_head(tf, shared):
+  """The original's QA head (get_prediction_module, joint_prediction and
+  answerable_classifier on, as its defaults) on fixed hidden states and
+  weights: per-row losses in training (gold starts/ends, is_impossible
+  labels both ways) and the inference beam."""
+  from finetune import task_builder  # pylint: disable=g-import-not-at-top
+  config = _finetune_config(shared, "squadv1", max_seq_length=64,
+                            beam_size=5)
+  task, = task_builder.get_tasks(config)
+  examples = [task.get_examples("dev")[i] for i in (0, 100, 1000)]
+  feats = []
+  for ex in examples:
+    feats += task.featurize(ex, is_training=False)
+  feats = feats[:4]
+  b, seq, hidden_size = len(feats), config.max_seq_length, 8
+  rng = np.random.default_rng(10)
+  hidden = rng.standard_normal((b, seq, hidden_size)).astype(np.float32)
+  allowed = [[i for i in range(seq) if f["segment_ids"][i] and
+              f["input_mask"][i]] for f in feats]
+  starts = np.array([a[1] for a in allowed], np.int32)
+  ends = np.array([a[3] for a in allowed], np.int32)
+  starts[0] = ends[0] = 0  # an answer outside the window
+  impossible = np.array([False, True, False, True][:b])
+  results, values = {}, {}
+  for mode in ("train", "infer"):
+    graph = tf.Graph()
+    with graph.as_default():
+      features = {
+          "input_mask": tf.constant([f["input_mask"] for f in feats]),
+          "segment_ids": tf.constant([f["segment_ids"] for f in feats]),
+          "squadv1_start_positions": tf.constant(starts),
+          "squadv1_end_positions": tf.constant(ends),
+          "squadv1_is_impossible": tf.constant(impossible),
+          "squadv1_eid": tf.zeros([b], tf.int32)}
+      h = tf.constant(hidden)
+      bert = types.SimpleNamespace(get_sequence_output=lambda: h)
+      losses, outputs = task.get_prediction_module(
+          bert, features, mode == "train", 0.0)
+      with tf.Session(graph=graph) as sess:
+        for v in tf.global_variables():
+          if v.op.name not in values:
+            shape = v.shape.as_list()
+            scale = 1 / np.sqrt(shape[0]) if len(shape) == 2 else 0.2
+            values[v.op.name] = (scale * rng.standard_normal(shape)).astype(
+                np.float32)
+          v.load(values[v.op.name], sess)
+        if mode == "train":
+          results["loss"] = sess.run(losses)
+        else:
+          got = sess.run({k: outputs[k] for k in (
+              "start_top_log_probs", "start_top_index", "end_top_log_probs",
+              "end_top_index", "answerable_logit")})
+          results.update({"infer:" + k: v for k, v in got.items()})
+  _dump_npz("squad_head.npz", hidden=hidden,
+            input_mask=np.array([f["input_mask"] for f in feats], np.int32),
+            segment_ids=np.array([f["segment_ids"] for f in feats],
+                                 np.int32),
+            start_positions=starts, end_positions=ends,
+            is_impossible=impossible, beam_size=np.array(config.beam_size),
+            answerable_weight=np.array(config.answerable_weight),
+            **results, **{"weight:" + k: v for k, v in values.items()})
 
 
 # ------------------------------------------------------------ item 3
@@ -894,13 +957,14 @@ ITEMS = {
     "7": [record_optimizer],
     "8": [record_electric_losses],
     "9": [record_electra_steps],
+    "10": [record_squad_head],
 }
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("original", help="extracted google-research/electra")
-  parser.add_argument("--items", default="1,2,3,4,5,6,7,8,9")
+  parser.add_argument("--items", default="1,2,3,4,5,6,7,8,9,10")
   parser.add_argument("--shared", default="/work/shared/data")
   parser.add_argument("--draws", type=int, default=1000)
   args = parser.parse_args()
