@@ -31,3 +31,30 @@ def test_recorded_runs_are_skipped(tmp_path, monkeypatch):
   run_parity.pretrain(argparse.Namespace(plan=plan, records=str(tmp_path),
                                          only=None))
   assert ran == ["ours_seed1", "original_seed2", "ours_seed2"]
+
+
+def test_the_original_evaluators_table_pairs_each_seed(tmp_path):
+  """collect_parity's one-evaluator table: ours under the original's
+  evaluator (orig_eval/) minus the original's run of the same seed."""
+  import json
+  spec = importlib.util.spec_from_file_location(
+      "collect_parity", os.path.join(HERE, "collect_parity.py"))
+  collect = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(collect)
+  losses = {("pretrain", "original", 1): 6.0, ("pretrain", "original", 2): 6.2,
+            ("orig_eval", "ours_origorder_fp32", 1): 6.05,
+            ("orig_eval", "ours_origorder_fp32", 2): 6.5}
+  for (kind, side, seed), loss in losses.items():
+    folder = tmp_path / kind / f"{side}_seed{seed}"
+    folder.mkdir(parents=True)
+    (folder / "step_500.json").write_text(json.dumps({
+        "global_step": 500, "masked_lm_loss": loss, "masked_lm_accuracy": 0.1,
+        "disc_auc_real_tokens": 0.5, "disc_loss_real_tokens": 0.3,
+        "disc_auc": 0.6, "disc_loss": 0.4}))
+  runs = collect.read_pretraining(str(tmp_path))
+  lines = collect.original_evaluator_table(str(tmp_path), runs)
+  row = [line for line in lines if line.startswith("| 500 ")][-1]  # MLM loss
+  # Means 6.1 and 6.275; per seed +0.05, +0.30; ranges [6.0, 6.2] and
+  # [6.05, 6.5] overlap.
+  assert row == ("| 500 | 6.1000 [6.0000, 6.2000] | 6.2750 [6.0500, 6.5000] "
+                 "| +0.1750 | +0.0500, +0.3000 | yes |")

@@ -77,6 +77,25 @@ def figures(records=RECORDS):
       if STEP in run["eval"]:
         gap = run["eval"][STEP]["masked_lm_loss"] - cross[seed]
         out[f"one-evaluator gap {side} seed {seed}"] = f"{gap:+.3f}"
+  # Our runs under the original's evaluator (orig_eval/): where our seed
+  # mean leaves the original's range from step 1,500 (the issue's
+  # criterion), the gap and its TOST at the last step.
+  for side, seeds in sorted(collect_parity.read_pretraining(
+      records, "orig_eval").items()):
+    steps = [s for s in sorted(runs["original"][1]["eval"]) if s >= 1500]
+    key = "masked_lm_loss"
+    mean = {s: np.mean([r["eval"][s][key] for r in seeds.values()])
+            for s in steps}
+    left = [s for s in steps if not min(_seeds(runs, "original", s, key))
+            <= mean[s] <= max(_seeds(runs, "original", s, key))]
+    out[f"original's evaluator {side} mean outside from 1500"] = (
+        f"{len(left)} of {len(steps)} steps")
+    ours = [r["eval"][STEP][key] for _, r in sorted(seeds.items())]
+    original = _seeds(runs, "original", STEP, key)
+    out[f"original's evaluator {side} gap at {STEP}"] = (
+        f"{np.mean(ours) - np.mean(original):+.4f}")
+    out[f"original's evaluator {side} TOST at {MARGINS[key]}"] = (
+        f"{tost_p(ours, original, MARGINS[key]):.2f}")
   for (lr, task), sides in sorted(collect_parity.read_finetuning(
       records).items()):
     original = list(sides["original"].values())

@@ -7,6 +7,8 @@
 Reads RECORDS/pretrain/<side>_seed<k>/step_<N>.json (held-out eval at every
 checkpoint) and train_log.jsonl, RECORDS/cross_eval/<precision>/
 original_seed<k>/step_<N>.json (the original's weights under our evaluator) and
+RECORDS/orig_eval/<side>_seed<k>/step_<N>.json (our weights under the
+original's evaluator) and
 RECORDS/finetune/<side>_lr<lr>_<task>_seed<k>.json; writes results.md and pretrain_curves.png (into RECORDS
 unless --output-dir says otherwise).
 Every number comes from those files; nothing else is read.
@@ -61,6 +63,8 @@ def value(side, result, metric):
   return result[ours_key]
 HEADLINE = {"rte": "accuracy", "mrpc": "accuracy", "cola": "mcc",
             "sts": "spearman", "squadv1": "f1"}
+# A second row for a task whose other score is quoted too.
+ALSO = {"squadv1": "exact_match"}
 
 
 def machines(records):
@@ -76,10 +80,11 @@ def machines(records):
   return sorted(found) or ["CPU not recorded"]
 
 
-def read_pretraining(records):
-  """{side: {seed: {"eval": {step: metrics}, "train": {step: loss}}}}."""
+def read_pretraining(records, kind="pretrain"):
+  """{side: {seed: {"eval": {step: metrics}, "train": {step: loss}}}} of
+  RECORDS/<kind>/ (orig_eval: our runs under the original's evaluator)."""
   runs = collections.defaultdict(dict)
-  for folder in sorted(glob.glob(os.path.join(records, "pretrain", "*"))):
+  for folder in sorted(glob.glob(os.path.join(records, kind, "*"))):
     match = re.fullmatch(
         r"(original|ours|ours_first|ours_fp32|ours_origdense_fp32|"
         r"ours_origdense|ours_origorder_fp32)_seed(\d+)",
@@ -109,7 +114,8 @@ def read_finetuning(records):
   pattern = os.path.join(records, "finetune", "*.json")
   for path in sorted(glob.glob(pattern)):
     match = re.fullmatch(
-        r"(original|ours|ours_orighead)_lr([0-9.e-]+)_([a-z0-9]+)_seed(\d+)"
+        r"(original|ours|ours_orighead|ours_xlnethead)_lr([0-9.e-]+)_"
+        r"([a-z0-9]+)_seed(\d+)"
         r"\.json", os.path.basename(path))
     if not match:
       continue
@@ -118,6 +124,9 @@ def read_finetuning(records):
       results = json.load(f)["results"]
     # Both sides' scorers report x100.
     scores[(float(lr), task)][side][int(seed)] = results[HEADLINE[task]]
+    if task in ALSO:
+      scores[(float(lr), f"{task} {ALSO[task]}")][side][int(seed)] = (
+          results[ALSO[task]])
   return scores
 
 
@@ -225,9 +234,59 @@ def cross_eval_table(records, runs):
   return lines
 
 
+def original_evaluator_table(records, runs):
+  """Our runs' checkpoints under the original's evaluator (RECORDS/
+  orig_eval/, run_parity.py orig_eval) beside the original's runs under
+  it, at every step: one evaluator, and per seed the same eval masks."""
+  lines = []
+  theirs = read_pretraining(records, "orig_eval")
+  original = runs.get("original", {})
+  for side, ours in sorted(theirs.items()):
+    seeds = sorted(s for s in ours if s in original)  # paired: same masks
+    steps = sorted(set.intersection(*[
+        set(run["eval"]) for run in list(ours.values()) +
+        list(original.values())])) if seeds else []
+    if not steps:
+      continue
+    lines += ["", f"**The original's evaluator on both codes' weights** "
+              f"(`{OURS[side]}`, seeds {sorted(ours)}; original seeds "
+              f"{sorted(original)}): our checkpoints written in the "
+              "release's names (`export_model.py --format tf1`) and "
+              "evaluated by its code with the eval masks of its own run of "
+              "the same seed. Mean [min, max] over seeds; per seed, ours - "
+              "original on the same masks; paired t-test (scipy) at the "
+              "last step."]
+    for metric in EVAL_METRICS:
+      key, title, _ = metric
+      lines += ["", f"*{title}* (`{key}`)", "",
+                "| step | original | ours | - original | per seed | "
+                "ranges overlap |", "|---|---|---|---|---|---|"]
+      for step in steps:
+        a = {s: value("original", run["eval"][step], metric)
+             for s, run in sorted(original.items())}
+        b = {s: value("original", run["eval"][step], metric)
+             for s, run in sorted(ours.items())}
+        overlap = (min(b.values()) <= max(a.values()) and
+                   max(b.values()) >= min(a.values()))
+        diffs = [b[s] - a[s] for s in seeds]
+        lines.append(f"| {step} | {_spread(list(a.values()))} | "
+                     f"{_spread(list(b.values()))} | "
+                     f"{np.mean(list(b.values())) - np.mean(list(a.values())):+.4f}"
+                     " | " + ", ".join(f"{d:+.4f}" for d in diffs) +
+                     f" | {'yes' if overlap else '**no**'} |")
+      p = (stats.ttest_rel([b[s] for s in seeds], [a[s] for s in seeds]
+                           ).pvalue if len(seeds) > 1 and np.std(diffs) > 0
+           else float("nan"))
+      lines += ["", f"At step {steps[-1]}: paired p = {p:.3f} "
+                f"(n = {len(seeds)})."]
+  return lines
+
+
 # Our fine-tuning sides: the head init each ran with (run_parity.py).
 FINETUNE_OURS = {"ours": "ours (truncated-normal heads)",
-                 "ours_orighead": "ours (the original's head init)"}
+                 "ours_orighead": "ours (the original's head init)",
+                 "ours_xlnethead": "ours (the original's head init, "
+                                   "XLNet's SQuAD head)"}
 
 
 def _scores(values):
@@ -235,12 +294,14 @@ def _scores(values):
           f"(n={len(values)})")
 
 
-def finetuning_table(scores, floors):
+def finetuning_table(scores, floors, checkpoint="original_seed1"):
   ours = [s for s in FINETUNE_OURS
           if any(scores[key].get(s) for key in scores)]
-  lines = ["", "Fine-tuning one checkpoint (the original's seed 1) by both "
+  lines = ["", f"Fine-tuning one checkpoint (`{checkpoint}`) by both "
            "codes: dev score x100 (RTE, MRPC accuracy; CoLA MCC; STS-B "
-           "Spearman), mean over fine-tuning seeds [min, max]; Welch's t-test "
+           "Spearman; SQuAD F1 and exact match by each code's copy of the "
+           "official scorer), mean over fine-tuning seeds [min, max]; "
+           "Welch's t-test "
            "(scipy) over the seeds, each of ours against the original; "
            "beside them the no-text baseline (the training set's majority "
            "class, `finetune/baselines.json`). The heads: the original "
@@ -343,6 +404,7 @@ def main(argv=None):
            "## Pretraining", ""]
   lines += pretraining_table(runs, plan["sides_note"], metrics)
   lines += cross_eval_table(args.records, runs)
+  lines += original_evaluator_table(args.records, runs)
   lines += ["", "![curves](pretrain_curves.png)"]
   if scores:  # a plan with fine-tuning runs (the Electric plan has none)
     floors_path = os.path.join(args.records, "finetune", "baselines.json")
@@ -350,7 +412,8 @@ def main(argv=None):
     if os.path.exists(floors_path):
       with open(floors_path) as f:
         floors = json.load(f)
-    lines += ["", "## Fine-tuning"] + finetuning_table(scores, floors)
+    lines += ["", "## Fine-tuning"] + finetuning_table(
+        scores, floors, plan["finetune"]["model"])
   with open(os.path.join(out, "results.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
   plot(runs, machines(args.records),

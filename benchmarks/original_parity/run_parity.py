@@ -193,14 +193,151 @@ def eval_ours(args):
       os.replace(out + ".tmp", out)
 
 
-def _copy_records(args, name, eval_dir, train_log):
-  dest = os.path.join(args.records, "pretrain", name)
+def orig_eval(args):
+  """Our runs' kept checkpoints evaluated by the original's evaluator:
+  each written in the release's names (interop/tf1.py, export_model.py
+  --format tf1's code) into DATA_DIR/models/origeval_<run>/, then
+  original_pretrain.py --eval-only with the seed's eval masks (those its
+  own run of that seed used): RECORDS/orig_eval/<run>/step_<S>.json. One
+  evaluator, the original's, at every eval point; the original's runs
+  have theirs in RECORDS/pretrain/."""
+  plan = load_plan(args.plan)
+  heldout = os.path.join(args.data_dir, "pretrain_tfrecords",
+                         "heldout_data.tfrecord*")
+  for side, seed in plan["pretrain_runs"]:
+    record = f"{side}_seed{seed}"
+    name = plan.get("run_prefix", "") + record
+    if side == "original" or (args.only and
+                              name not in args.only.split(",")):
+      continue
+    if not os.path.exists(os.path.join(args.data_dir, "models", name,
+                                       "checkpoint")):
+      print(f"== {name}: no checkpoints here, skipped", flush=True)
+      continue
+    print(f"== {name}: the original's evaluator", flush=True)
+    target = "origeval_" + name
+    subprocess.run([sys.executable, __file__, "_export_tf1", "--data-dir",
+                    args.data_dir, "--name", name, "--plan", args.plan],
+                   check=True)
+    subprocess.run([args.original_python,
+                    os.path.join(HERE, "original_pretrain.py"),
+                    args.original, "--data-dir", args.data_dir,
+                    "--model-name", target, "--hparams",
+                    json.dumps(_original_hparams(plan)), "--seed", str(seed),
+                    "--eval-tfrecords", heldout, "--eval-only"], check=True)
+    _copy_records(args, record, os.path.join(args.data_dir, "models", target,
+                                             "eval"), "", kind="orig_eval")
+
+
+def evaluator_offset(args):
+  """One set of weights, our run --only NAME's last checkpoint, evaluated by
+  both evaluators with eval-mask seeds 1..--mask-seeds (ours: the config's
+  seed; the original's: its graph seed): RECORDS/evaluator_offset/NAME/
+  {ours,original}_masks<k>.json. The weights are the same, so each seed's
+  difference is the evaluators' alone: its mean over seeds says whether
+  they differ beyond the draw of the masks. Needs orig_eval's export of
+  NAME first (DATA_DIR/models/origeval_NAME)."""
+  sys.path.insert(0, REPO)
+  plan = load_plan(args.plan)
+  step = plan["pretrain"]["num_train_steps"]
+  name = args.only or "ours_origorder_fp32_seed1"
+  out_dir = os.path.join(args.records, "evaluator_offset", name)
+  os.makedirs(out_dir, exist_ok=True)
+  _write_machine(out_dir)
+  exported = os.path.join(args.data_dir, "models", "origeval_" + name)
+  heldout = os.path.join(args.data_dir, "pretrain_tfrecords",
+                         "heldout_data.tfrecord*")
+  for k in range(1, args.mask_seeds + 1):
+    out = os.path.join(out_dir, f"original_masks{k}.json")
+    if not os.path.exists(out):  # a folder holding only step S, seed k
+      target = os.path.join(args.data_dir, "models",
+                            f"origoffset_{name}_masks{k}")
+      os.makedirs(target, exist_ok=True)
+      for f in os.listdir(exported):
+        if f.startswith(f"model.ckpt-{step}.") and not os.path.exists(
+            os.path.join(target, f)):
+          os.symlink(os.path.join(exported, f), os.path.join(target, f))
+      with open(os.path.join(target, "checkpoint"), "w") as f:
+        f.write(f'model_checkpoint_path: "model.ckpt-{step}"\n'
+                f'all_model_checkpoint_paths: "model.ckpt-{step}"\n')
+      subprocess.run([args.original_python,
+                      os.path.join(HERE, "original_pretrain.py"),
+                      args.original, "--data-dir", args.data_dir,
+                      "--model-name", os.path.basename(target), "--hparams",
+                      json.dumps(_original_hparams(plan)), "--seed", str(k),
+                      "--eval-tfrecords", heldout, "--eval-only"], check=True)
+      shutil.copy(os.path.join(target, "eval", f"step_{step}.json"), out)
+    out = os.path.join(out_dir, f"ours_masks{k}.json")
+    if not os.path.exists(out):
+      subprocess.run([sys.executable, __file__, "_eval_masks", "--data-dir",
+                      args.data_dir, "--name", name, "--seed", str(k),
+                      "--plan", args.plan, "--records", out], check=True)
+
+
+def eval_masks(args):
+  """Our evaluator on our run NAME's last checkpoint with --seed's eval
+  masks, into the file --records names."""
+  sys.path.insert(0, REPO)
+  from util.tf_quiet import import_tensorflow
+  import_tensorflow()
+  from loading.sources import open_source
+  from pretrain import config as configure_pretraining
+  from pretrain.trainer import Trainer
+  plan = load_plan(args.plan)
+  step = plan["pretrain"]["num_train_steps"]
+  argv = _our_argv(plan, args.data_dir, f"evaloffset_masks{args.seed}",
+                   args.seed, eval_only=True) + ["--do-eval"]
+  hparams = json.loads(argv[argv.index("--hparams") + 1])
+  hparams.update(mixed_precision="float32", init_checkpoint=os.path.join(
+      args.data_dir, "models", args.name, f"ckpt-{step}"))
+  argv[argv.index("--hparams") + 1] = json.dumps(hparams)
+  with Trainer(configure_pretraining.load_config(argv),
+               open_source=open_source) as trainer:
+    results = trainer.evaluate()
+  results["global_step"] = step
+  with open(args.records + ".tmp", "w") as f:
+    json.dump(results, f, indent=2, sort_keys=True)
+  os.replace(args.records + ".tmp", args.records)
+  print(f"ours, eval masks {args.seed}: {json.dumps(results)}", flush=True)
+
+
+def export_tf1(args):
+  """DATA_DIR/models/origeval_NAME/model.ckpt-<S>: each kept checkpoint of
+  our run NAME in the release's names, with its global_step."""
+  sys.path.insert(0, REPO)
+  from util.tf_quiet import import_tensorflow
+  tf = import_tensorflow()
+  from interop import tf1
+  from loading import runs
+  from loading.sources import find_pretrained
+  source = os.path.join(args.data_dir, "models", args.name)
+  target = os.path.join(args.data_dir, "models", "origeval_" + args.name)
+  os.makedirs(target, exist_ok=True)
+  paths = []
+  for path in tf.train.get_checkpoint_state(
+      source).all_model_checkpoint_paths:
+    step = int(path.rsplit("-", 1)[1])
+    prefix = os.path.join(target, f"model.ckpt-{step}")
+    paths.append(os.path.basename(prefix))
+    if not os.path.exists(prefix + ".index"):
+      model = runs.restore_model(find_pretrained(os.path.join(
+          source, os.path.basename(path))))
+      tf1.write_checkpoint(prefix, tf1.release_weights(model), step)
+  # Every step listed (the saver's own file names only the last), as
+  # names relative to the folder.
+  with open(os.path.join(target, "checkpoint"), "w") as f:
+    f.write(f'model_checkpoint_path: "{paths[-1]}"\n' + "".join(
+        f'all_model_checkpoint_paths: "{p}"\n' for p in paths))
+
+
+def _copy_records(args, name, eval_dir, train_log, kind="pretrain"):
+  dest = os.path.join(args.records, kind, name)
   os.makedirs(dest, exist_ok=True)
   _write_machine(dest)
   for f in sorted(os.listdir(eval_dir)):
     if f.endswith(".json"):
       shutil.copy(os.path.join(eval_dir, f), os.path.join(dest, f))
-  if os.path.exists(train_log):
+  if train_log and os.path.exists(train_log):
     shutil.copy(train_log, os.path.join(dest, "train_log.jsonl"))
 
 
@@ -262,7 +399,7 @@ def finetune(args):
         else:
           _finetune_ours(args, spec, model_dir, lr, task, outs,
                          os.path.join(work, f"{side}_lr{lr:g}_{task}"),
-                         FINETUNE_DENSE_INIT[side])
+                         side)
 
 
 def squad_split(args):
@@ -323,19 +460,26 @@ def _finetune_original(args, plan, lr, task, seed, out):
   shutil.rmtree(out + ".work", ignore_errors=True)  # its model, tfrecords
 
 
-# Our sides' head init: "ours" ran before dense_init defaulted to the
+# Our sides' heads: "ours" ran before dense_init defaulted to the
 # original's glorot_uniform (its records were made with the truncated
-# normal); "ours_orighead" has the original's.
-FINETUNE_DENSE_INIT = {"ours": "truncated_normal", "ours_orighead": "original"}
+# normal); "ours_orighead" has the original's init (and, for SQuAD, the
+# release's head, qa_head electra, the default since 2026-12-06);
+# "ours_xlnethead" the original's init with XLNet's SQuAD head (qa_head
+# xlnet, the default before).
+FINETUNE_SIDES = {
+    "ours": {"model_hparam_overrides": {"dense_init": "truncated_normal"}},
+    "ours_orighead": {"model_hparam_overrides": {"dense_init": "original"}},
+    "ours_xlnethead": {"model_hparam_overrides": {"dense_init": "original"},
+                       "qa_head": "xlnet"}}
 
 
-def _finetune_ours(args, spec, model_dir, lr, task, outs, work, dense_init):
+def _finetune_ours(args, spec, model_dir, lr, task, outs, work, side):
   """All seeds in one run (num_trials; trial k has seed seed + k)."""
   seeds = sorted(outs)
   assert seeds == list(range(seeds[0], seeds[0] + len(seeds)))
   hparams = dict(spec["hparams"], learning_rate=lr, seed=seeds[0],
                  num_trials=len(seeds), keep_model="none",
-                 model_hparam_overrides={"dense_init": dense_init})
+                 **FINETUNE_SIDES[side])
   subprocess.run([sys.executable, os.path.join(REPO, "run_finetuning.py"),
                   "--init-checkpoint", model_dir,
                   "--vocab-file", os.path.join(args.data_dir, "vocab.txt"),
@@ -354,8 +498,10 @@ def _finetune_ours(args, spec, model_dir, lr, task, outs, work, dense_init):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("phase", choices=["pretrain", "finetune", "baselines",
-                                        "cross_eval", "squad_split",
-                                        "_eval_ours"])
+                                        "cross_eval", "orig_eval",
+                                        "evaluator_offset",
+                                        "squad_split", "_eval_ours",
+                                        "_export_tf1", "_eval_masks"])
   # The original's checkout and its venv (tests/reference/README.md).
   parser.add_argument("--original", default=os.environ.get("ORIG_ELECTRA"))
   parser.add_argument("--original-python", default=os.environ.get(
@@ -364,34 +510,32 @@ def main():
   parser.add_argument("--data-dir", required=True)
   parser.add_argument("--records",
                       default=os.path.join(REPO, "results", "original_parity"))
-  parser.add_argument("--name", help="_eval_ours: the run")
+  parser.add_argument("--name", help="_eval_ours, _export_tf1: the run")
   parser.add_argument("--seed", type=int, default=1)
   parser.add_argument("--shared", default=os.path.join(
       os.path.dirname(REPO), "shared", "data"),
                       help="squad_split: the shared data folder")
   parser.add_argument("--plan", default=PLAN)
+  parser.add_argument("--mask-seeds", type=int, default=8,
+                      help="evaluator_offset: eval-mask seeds per evaluator")
   parser.add_argument("--only", default="",
-                      help="pretrain: these runs only, e.g. ours_seed2 (a "
-                      "fresh machine has no checkpoints: the others would "
-                      "start again)")
+                      help="pretrain, orig_eval: these runs only, named as "
+                      "in DATA_DIR/models, e.g. ours_seed2 or "
+                      "electric_ours_seed2")
   args = parser.parse_args()
-  if args.phase in ("pretrain", "finetune") and not (
+  if args.phase in ("pretrain", "finetune", "orig_eval",
+                    "evaluator_offset") and not (
       args.original and args.original_python):
     parser.error("the original's code is needed: --original (or "
                  "$ORIG_ELECTRA) and --original-python (or $ORIG_VENV)")
-  if args.phase == "pretrain":
-    pretrain(args)
-  elif args.phase == "finetune":
+  if args.phase == "finetune":
     finetune(args)
     baselines(args)
-  elif args.phase == "baselines":
-    baselines(args)
-  elif args.phase == "cross_eval":
-    cross_eval(args)
-  elif args.phase == "squad_split":
-    squad_split(args)
-  else:
-    eval_ours(args)
+    return
+  {"pretrain": pretrain, "baselines": baselines, "cross_eval": cross_eval,
+   "orig_eval": orig_eval, "evaluator_offset": evaluator_offset,
+   "squad_split": squad_split, "_eval_ours": eval_ours,
+   "_export_tf1": export_tf1, "_eval_masks": eval_masks}[args.phase](args)
 
 
 if __name__ == "__main__":
