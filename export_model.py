@@ -29,7 +29,7 @@ run_finetuning.py) exports one folder per task head, OUT/<task>/:
               regression), ElectraForTokenClassification (tagging),
               ElectraForMultipleChoice or ElectraForQuestionAnswering
               (SQuAD with qa_head linear), with the same logits as ours;
-              the XLNet-style SQuAD head, 2.0's answerability classifier
+              the release's (or XLNet's) SQuAD head, 2.0's answerability classifier
               and a CRF tagger have no transformers class
   savedmodel  GLUE heads: serve_text (text, and text_b for pairs) -> label
               (or score); SQuAD: serve_text (question, context) -> answer,

@@ -112,7 +112,7 @@ def test_original_finetuning_switches_and_json_did_you_mean():
   assert (config.strategy, config.qa_head) == ("tpu", "linear")
   kept = apply_overrides(FinetuningConfig(), {"use_tpu": False,
                                               "joint_prediction": True})
-  assert (kept.strategy, kept.qa_head) == ("default", "xlnet")
+  assert (kept.strategy, kept.qa_head) == ("default", "electra")
   # A field given directly wins over the switch.
   assert apply_overrides(FinetuningConfig(), {
       "use_tpu": True, "strategy": "mirrored"}).strategy == "mirrored"

@@ -322,7 +322,7 @@ def test_linear_squad_head_is_electra_for_question_answering(tmp_path,
 
 @pytest.mark.parametrize("task,values,match", [
     ("squad", {}, r"squad: our default SQuAD head is the ELECTRA release's "
-                  r"XLNet-style one .* fine-tune with qa_head linear"),
+                  r"\(qa_head electra.* fine-tune with qa_head linear"),
     ("squad", {"qa_head": "linear"}, r"squad: SQuAD 2.0's answerability "
                                      r"classifier has no place in"),
     ("chunk", {"tagging_crf": True}, r"chunk: a CRF tagging head .* has no "

@@ -555,7 +555,7 @@ def keep_model_unknown(w, t):
   return _ft(w, t, "--keep-model", "first")
 
 
-@case(FINETUNED, r"qa_head must be one of xlnet, linear, got 'bert'")
+@case(FINETUNED, r"qa_head must be one of electra, xlnet, linear, got 'bert'")
 def qa_head_unknown(w, t):
   return _ft(w, t, "--hparams", '{"qa_head": "bert"}')
 

@@ -1,8 +1,8 @@
 """SQuAD 1.1 ("squadv1") and 2.0 ("squad") with the ELECTRA release's head.
 
 The task ties together qa_data (examples and feature rows), qa_head (the
-XLNet-style head and its loss helpers) and qa_scorer (n-best spans, null
-score, EM/F1).
+release's, XLNet's or BERT's head and its loss helpers) and qa_scorer
+(n-best spans, null score, EM/F1).
 """
 
 import sys
