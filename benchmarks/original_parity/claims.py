@@ -48,6 +48,11 @@ def _seeds(runs, side, step, key):
           for _, run in sorted(runs[side].items())]
 
 
+def _mlm_loss(path):
+  with open(path) as f:
+    return json.load(f)["masked_lm_loss"]
+
+
 def figures(records=RECORDS):
   """{name: formatted figure}."""
   runs = collect_parity.read_pretraining(records)
@@ -96,6 +101,23 @@ def figures(records=RECORDS):
         f"{np.mean(ours) - np.mean(original):+.4f}")
     out[f"original's evaluator {side} TOST at {MARGINS[key]}"] = (
         f"{tost_p(ours, original, MARGINS[key]):.2f}")
+  # One set of weights under both evaluators over eval-mask seeds
+  # (run_parity.py evaluator_offset): the original's minus ours.
+  folder = os.path.join(records, "evaluator_offset")
+  for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+    diffs = []
+    for k in range(1, 1000):
+      files = [os.path.join(folder, name, f"{who}_masks{k}.json")
+               for who in ("original", "ours")]
+      if not all(os.path.exists(f) for f in files):
+        break
+      theirs, ours = (_mlm_loss(f) for f in files)
+      diffs.append(theirs - ours)
+    if len(diffs) > 1:
+      p = stats.ttest_1samp(diffs, 0.0).pvalue
+      out[f"evaluators' offset over mask seeds {name}"] = (
+          f"{np.mean(diffs):+.3f} [{min(diffs):+.3f}, {max(diffs):+.3f}] "
+          f"over {len(diffs)} seeds, p = {p:.1g}")
   for (lr, task), sides in sorted(collect_parity.read_finetuning(
       records).items()):
     original = list(sides["original"].values())

@@ -28,7 +28,6 @@ from scipy import stats
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
-SIDES = ("original", "ours")
 # Our pretraining runs: with today's default (repeated_positions average,
 # the original's), and those made before it with the first slot's sample.
 # And ours_fp32: ours in float32, as the original trains (the others ran
@@ -314,7 +313,7 @@ def finetuning_table(scores, floors, checkpoint="original_seed1"):
            "|---|---|---|---|" + "---|---|---|" * len(ours)]
   for (lr, task) in sorted(scores):
     sides = scores[(lr, task)]
-    if not all(sides.get(s) for s in SIDES):
+    if not sides.get("original") or not any(sides.get(s) for s in ours):
       continue
     a = [sides["original"][k] for k in sorted(sides["original"])]
     floor = floors.get(task)
@@ -401,11 +400,13 @@ def main(argv=None):
            "(hparams: "
            f"`{os.path.relpath(args.plan, REPO)}`). Ran on: "
            + "; ".join(machines(args.records)) + ".", "",
-           "## Pretraining", ""]
-  lines += pretraining_table(runs, plan["sides_note"], metrics)
-  lines += cross_eval_table(args.records, runs)
-  lines += original_evaluator_table(args.records, runs)
-  lines += ["", "![curves](pretrain_curves.png)"]
+           ]
+  if runs:  # a plan with pretraining runs (plan_squad.json has none)
+    lines += ["## Pretraining", ""]
+    lines += pretraining_table(runs, plan["sides_note"], metrics)
+    lines += cross_eval_table(args.records, runs)
+    lines += original_evaluator_table(args.records, runs)
+    lines += ["", "![curves](pretrain_curves.png)"]
   if scores:  # a plan with fine-tuning runs (the Electric plan has none)
     floors_path = os.path.join(args.records, "finetune", "baselines.json")
     floors = {}
@@ -416,8 +417,9 @@ def main(argv=None):
         scores, floors, plan["finetune"]["model"])
   with open(os.path.join(out, "results.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
-  plot(runs, machines(args.records),
-       os.path.join(out, "pretrain_curves.png"), shape, metrics)
+  if runs:
+    plot(runs, machines(args.records),
+         os.path.join(out, "pretrain_curves.png"), shape, metrics)
   print("\n".join(lines))
   return 0
 
