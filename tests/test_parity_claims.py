@@ -25,6 +25,8 @@ STATED = ("ours disc_auc outside at 500", "ours disc_auc outside at 2500",
           "original's evaluator ours_origorder_fp32 gap at 4000",
           "original's evaluator ours_origorder_fp32 TOST at 0.05",
           "evaluators' offset over mask seeds ours_origorder_fp32_seed1",
+          "evaluators' offset over mask seeds on the original's rows "
+          "ours_origorder_fp32_seed1",
           "ours sts 0.0003 interval", "ours_orighead sts 0.0003 interval",
           "ours_orighead sts 0.001 interval")
 

@@ -105,19 +105,22 @@ def figures(records=RECORDS):
   # (run_parity.py evaluator_offset): the original's minus ours.
   folder = os.path.join(records, "evaluator_offset")
   for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
-    diffs = []
-    for k in range(1, 1000):
-      files = [os.path.join(folder, name, f"{who}_masks{k}.json")
-               for who in ("original", "ours")]
-      if not all(os.path.exists(f) for f in files):
-        break
-      theirs, ours = (_mlm_loss(f) for f in files)
-      diffs.append(theirs - ours)
-    if len(diffs) > 1:
-      p = stats.ttest_1samp(diffs, 0.0).pvalue
-      out[f"evaluators' offset over mask seeds {name}"] = (
-          f"{np.mean(diffs):+.3f} [{min(diffs):+.3f}, {max(diffs):+.3f}] "
-          f"over {len(diffs)} seeds, p = {p:.1g}")
+    # ours on its own rows, then on the rows the original's read
+    for mine, label in (("ours", "mask seeds"),
+                        ("ours_origrows", "mask seeds on the original's rows")):
+      diffs = []
+      for k in range(1, 1000):
+        files = [os.path.join(folder, name, f"{who}_masks{k}.json")
+                 for who in ("original", mine)]
+        if not all(os.path.exists(f) for f in files):
+          break
+        theirs, ours = (_mlm_loss(f) for f in files)
+        diffs.append(theirs - ours)
+      if len(diffs) > 1:
+        p = stats.ttest_1samp(diffs, 0.0).pvalue
+        out[f"evaluators' offset over {label} {name}"] = (
+            f"{np.mean(diffs):+.3f} [{min(diffs):+.3f}, {max(diffs):+.3f}] "
+            f"over {len(diffs)} seeds, p = {p:.1g}")
   for (lr, task), sides in sorted(collect_parity.read_finetuning(
       records).items()):
     original = list(sides["original"].values())

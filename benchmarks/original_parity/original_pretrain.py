@@ -16,6 +16,7 @@ afresh, as the Estimator's did); appends {step, loss, seconds} every 100
 steps to model_dir/train_log.jsonl. Then evaluates every saved checkpoint
 that has no model_dir/eval/step_N.json yet with the original's eval metrics
 (its metric_fn, num_eval_steps batches of --eval-tfrecords).
+--write-eval-rows PATH only writes the rows that eval reads, in its order.
 """
 
 import argparse
@@ -119,6 +120,29 @@ def evaluate(tf, config, seed, eval_tfrecords):
     print(f"original: eval step {step}: {json.dumps(results)}", flush=True)
 
 
+def write_eval_rows(tf, config, seed, eval_tfrecords, path):
+  """The rows evaluate() reads for `seed` (its graph seed, its input_fn:
+  the held-out shards repeated and shuffled), in its order, as a TFRecord
+  at `path`."""
+  import pretrain.pretrain_data as pretrain_data  # the original's
+  config.pretrain_tfrecords = eval_tfrecords
+  graph = tf.Graph()
+  with graph.as_default():
+    tf.set_random_seed(seed + 1)
+    features = tf.data.make_one_shot_iterator(
+        pretrain_data.get_input_fn(config, False)(
+            {"batch_size": config.eval_batch_size})).get_next()
+    keys = ("input_ids", "input_mask", "segment_ids")
+    with tf.Session(graph=graph) as sess, tf.io.TFRecordWriter(path) as out:
+      for _ in range(config.num_eval_steps):
+        batch = sess.run({k: features[k] for k in keys})
+        for i in range(len(batch["input_ids"])):
+          out.write(tf.train.Example(features=tf.train.Features(feature={
+              k: tf.train.Feature(int64_list=tf.train.Int64List(
+                  value=[int(v) for v in batch[k][i]])) for k in keys
+          })).SerializeToString())
+
+
 def common_parser(doc):
   """The flags both drivers of the original take."""
   parser = argparse.ArgumentParser(description=doc.splitlines()[0])
@@ -153,10 +177,16 @@ def main():
   parser = common_parser(__doc__)
   parser.add_argument("--eval-tfrecords", required=True)
   parser.add_argument("--eval-only", action="store_true")
+  parser.add_argument("--write-eval-rows", default="",
+                      help="only write the rows eval reads to this TFRecord")
   args = parser.parse_args()
   tf = record_original.shim(os.path.abspath(args.original))
   tf.logging.set_verbosity(tf.logging.ERROR)
   config = _config(args)
+  if args.write_eval_rows:
+    write_eval_rows(tf, config, args.seed, args.eval_tfrecords,
+                    args.write_eval_rows)
+    return
   if not args.eval_only:
     train(tf, config, args.seed)
   evaluate(tf, config, args.seed, args.eval_tfrecords)

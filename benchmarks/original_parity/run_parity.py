@@ -235,7 +235,8 @@ def evaluator_offset(args):
   seed; the original's: its graph seed): RECORDS/evaluator_offset/NAME/
   {ours,original}_masks<k>.json. The weights are the same, so each seed's
   difference is the evaluators' alone: its mean over seeds says whether
-  they differ beyond the draw of the masks. Needs orig_eval's export of
+  they differ beyond the draw of the masks. ours_origrows_masks<k>.json:
+  ours on the rows the original's evaluator read for seed k. Needs orig_eval's export of
   NAME first (DATA_DIR/models/origeval_NAME)."""
   sys.path.insert(0, REPO)
   plan = load_plan(args.plan)
@@ -272,6 +273,23 @@ def evaluator_offset(args):
       subprocess.run([sys.executable, __file__, "_eval_masks", "--data-dir",
                       args.data_dir, "--name", name, "--seed", str(k),
                       "--plan", args.plan, "--records", out], check=True)
+    # Ours again, on the rows the original's evaluator read for seed k
+    # (its input repeats and shuffles the held-out shards).
+    out = os.path.join(out_dir, f"ours_origrows_masks{k}.json")
+    if not os.path.exists(out):
+      rows = os.path.join(args.data_dir, "origrows", f"seed{k}.tfrecord")
+      os.makedirs(os.path.dirname(rows), exist_ok=True)
+      subprocess.run([args.original_python,
+                      os.path.join(HERE, "original_pretrain.py"),
+                      args.original, "--data-dir", args.data_dir,
+                      "--model-name", "origrows", "--hparams",
+                      json.dumps(_original_hparams(plan)), "--seed", str(k),
+                      "--eval-tfrecords", heldout, "--write-eval-rows", rows],
+                     check=True)
+      subprocess.run([sys.executable, __file__, "_eval_masks", "--data-dir",
+                      args.data_dir, "--name", name, "--seed", str(k),
+                      "--plan", args.plan, "--records", out,
+                      "--eval-tfrecords", rows], check=True)
 
 
 def eval_masks(args):
@@ -289,12 +307,20 @@ def eval_masks(args):
                    args.seed, eval_only=True) + ["--do-eval"]
   hparams = json.loads(argv[argv.index("--hparams") + 1])
   hparams.update(mixed_precision="float32", init_checkpoint=os.path.join(
-      args.data_dir, "models", args.name, f"ckpt-{step}"))
+      args.data_dir, "models", args.name, f"ckpt-{step}"),
+                 eval_tfrecords=args.eval_tfrecords)
   argv[argv.index("--hparams") + 1] = json.dumps(hparams)
   with Trainer(configure_pretraining.load_config(argv),
                open_source=open_source) as trainer:
     results = trainer.evaluate()
   results["global_step"] = step
+  if args.eval_tfrecords:  # how many of the rows are distinct
+    import tensorflow as tf
+    rows = [tf.train.Example.FromString(r.numpy()).features.feature[
+        "input_ids"].int64_list.value for r in tf.data.TFRecordDataset(
+            args.eval_tfrecords)]
+    results["eval_rows"] = len(rows)
+    results["distinct_eval_rows"] = len({tuple(r) for r in rows})
   with open(args.records + ".tmp", "w") as f:
     json.dump(results, f, indent=2, sort_keys=True)
   os.replace(args.records + ".tmp", args.records)
@@ -516,6 +542,9 @@ def main():
       os.path.dirname(REPO), "shared", "data"),
                       help="squad_split: the shared data folder")
   parser.add_argument("--plan", default=PLAN)
+  parser.add_argument("--eval-tfrecords", default="",
+                      help="_eval_masks: these rows instead of the held-out "
+                      "shards")
   parser.add_argument("--mask-seeds", type=int, default=8,
                       help="evaluator_offset: eval-mask seeds per evaluator")
   parser.add_argument("--only", default="",
