@@ -11,9 +11,9 @@ A fine-tuned model's heads (finetuned_head) go to
 ElectraForSequenceClassification (GLUE classification and regression),
 ElectraForTokenClassification (tagging), ElectraForMultipleChoice and
 ElectraForQuestionAnswering (SQuAD, qa_head linear), each computing
-exactly what ours does; a CRF tagger, the release's (or XLNet's) SQuAD head and 2.0's
-answerability classifier have no transformers class that can (one
-UserError says why).
+exactly what ours does; a CRF tagger, the release's (or XLNet's) SQuAD
+head and 2.0's answerability classifier have no transformers class that
+can (one UserError says why).
 """
 
 import json
@@ -107,10 +107,10 @@ FINETUNED_ARCHITECTURES = {
 }
 _SQUAD = ("our default SQuAD head is the ELECTRA release's (qa_head "
           "electra; xlnet is alike): end logits conditioned on the chosen "
-          "start, a beam over starts and ends, which transformers' ElectraForQuestionAnswering "
-          "(start and end logits from one linear layer, independent of each "
-          "other) cannot express; fine-tune with qa_head linear to export "
-          "one")
+          "start, a beam over starts and ends, which transformers' "
+          "ElectraForQuestionAnswering (start and end logits from one "
+          "linear layer, independent of each other) cannot express; "
+          "fine-tune with qa_head linear to export one")
 _ANSWERABLE = ("SQuAD 2.0's answerability classifier has no place in "
                "transformers' ElectraForQuestionAnswering; fine-tune with "
                "qa_head linear and answerable_classifier false (the null "

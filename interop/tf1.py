@@ -125,11 +125,11 @@ def release_weights(model):
   if DISCRIMINATOR not in roles:  # BERT, SCRIPT: the masked LM is electra/
     return {release_name(s.name, "electra"): s.value()
             for s in role_slots(model, GENERATOR)}
-  out = {release_name(s.name, "electra"): s.value()
-         for s in role_slots(model, DISCRIMINATOR)}
+  disc = role_slots(model, DISCRIMINATOR)
+  out = {release_name(s.name, "electra"): s.value() for s in disc}
   if GENERATOR not in roles:
     return out
-  tables = {s.name: s for s in role_slots(model, DISCRIMINATOR)
+  tables = {s.name: s for s in disc
             if s.name.startswith("electra.embeddings.")}
   gen = role_slots(model, GENERATOR)
   shared = [s.name in tables and s.variable is tables[s.name].variable

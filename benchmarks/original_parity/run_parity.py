@@ -120,15 +120,29 @@ def _tiny_variants(hparams, name):
     hparams.update(input_cycle_length=4, shuffle_buffer_size=100)
 
 
-def pretrain_original(args, plan, seed, name, record):
+def _original_pretrain(args, plan, name, seed, *flags):
+  """original_pretrain.py on DATA_DIR/models/NAME with the plan's hparams
+  and the held-out shards as its eval rows; `flags`: --eval-only etc."""
   heldout = os.path.join(args.data_dir, "pretrain_tfrecords",
                          "heldout_data.tfrecord*")
-  cmd = [args.original_python,
-         os.path.join(HERE, "original_pretrain.py"), args.original,
-         "--data-dir", args.data_dir, "--model-name", name,
-         "--hparams", json.dumps(_original_hparams(plan)),
-         "--seed", str(seed), "--eval-tfrecords", heldout]
-  subprocess.run(cmd, check=True)
+  subprocess.run([args.original_python,
+                  os.path.join(HERE, "original_pretrain.py"), args.original,
+                  "--data-dir", args.data_dir, "--model-name", name,
+                  "--hparams", json.dumps(_original_hparams(plan)),
+                  "--seed", str(seed), "--eval-tfrecords", heldout, *flags],
+                 check=True)
+
+
+def _write_checkpoint_state(folder, names):
+  """FOLDER/checkpoint listing every checkpoint prefix in `names` (the
+  last the newest), relative to the folder."""
+  with open(os.path.join(folder, "checkpoint"), "w") as f:
+    f.write(f'model_checkpoint_path: "{names[-1]}"\n' + "".join(
+        f'all_model_checkpoint_paths: "{n}"\n' for n in names))
+
+
+def pretrain_original(args, plan, seed, name, record):
+  _original_pretrain(args, plan, name, seed)
   model_dir = os.path.join(args.data_dir, "models", name)
   _copy_records(args, record, os.path.join(model_dir, "eval"),
                 os.path.join(model_dir, "train_log.jsonl"))
@@ -202,8 +216,6 @@ def orig_eval(args):
   evaluator, the original's, at every eval point; the original's runs
   have theirs in RECORDS/pretrain/."""
   plan = load_plan(args.plan)
-  heldout = os.path.join(args.data_dir, "pretrain_tfrecords",
-                         "heldout_data.tfrecord*")
   for side, seed in plan["pretrain_runs"]:
     record = f"{side}_seed{seed}"
     name = plan.get("run_prefix", "") + record
@@ -219,12 +231,7 @@ def orig_eval(args):
     subprocess.run([sys.executable, __file__, "_export_tf1", "--data-dir",
                     args.data_dir, "--name", name, "--plan", args.plan],
                    check=True)
-    subprocess.run([args.original_python,
-                    os.path.join(HERE, "original_pretrain.py"),
-                    args.original, "--data-dir", args.data_dir,
-                    "--model-name", target, "--hparams",
-                    json.dumps(_original_hparams(plan)), "--seed", str(seed),
-                    "--eval-tfrecords", heldout, "--eval-only"], check=True)
+    _original_pretrain(args, plan, target, seed, "--eval-only")
     _copy_records(args, record, os.path.join(args.data_dir, "models", target,
                                              "eval"), "", kind="orig_eval")
 
@@ -236,9 +243,8 @@ def evaluator_offset(args):
   {ours,original}_masks<k>.json. The weights are the same, so each seed's
   difference is the evaluators' alone: its mean over seeds says whether
   they differ beyond the draw of the masks. ours_origrows_masks<k>.json:
-  ours on the rows the original's evaluator read for seed k. Needs orig_eval's export of
-  NAME first (DATA_DIR/models/origeval_NAME)."""
-  sys.path.insert(0, REPO)
+  ours on the rows the original's evaluator read for seed k. Needs
+  orig_eval's export of NAME first (DATA_DIR/models/origeval_NAME)."""
   plan = load_plan(args.plan)
   step = plan["pretrain"]["num_train_steps"]
   name = args.only or "ours_origorder_fp32_seed1"
@@ -246,8 +252,6 @@ def evaluator_offset(args):
   os.makedirs(out_dir, exist_ok=True)
   _write_machine(out_dir)
   exported = os.path.join(args.data_dir, "models", "origeval_" + name)
-  heldout = os.path.join(args.data_dir, "pretrain_tfrecords",
-                         "heldout_data.tfrecord*")
   for k in range(1, args.mask_seeds + 1):
     out = os.path.join(out_dir, f"original_masks{k}.json")
     if not os.path.exists(out):  # a folder holding only step S, seed k
@@ -258,15 +262,9 @@ def evaluator_offset(args):
         if f.startswith(f"model.ckpt-{step}.") and not os.path.exists(
             os.path.join(target, f)):
           os.symlink(os.path.join(exported, f), os.path.join(target, f))
-      with open(os.path.join(target, "checkpoint"), "w") as f:
-        f.write(f'model_checkpoint_path: "model.ckpt-{step}"\n'
-                f'all_model_checkpoint_paths: "model.ckpt-{step}"\n')
-      subprocess.run([args.original_python,
-                      os.path.join(HERE, "original_pretrain.py"),
-                      args.original, "--data-dir", args.data_dir,
-                      "--model-name", os.path.basename(target), "--hparams",
-                      json.dumps(_original_hparams(plan)), "--seed", str(k),
-                      "--eval-tfrecords", heldout, "--eval-only"], check=True)
+      _write_checkpoint_state(target, [f"model.ckpt-{step}"])
+      _original_pretrain(args, plan, os.path.basename(target), k,
+                         "--eval-only")
       shutil.copy(os.path.join(target, "eval", f"step_{step}.json"), out)
     out = os.path.join(out_dir, f"ours_masks{k}.json")
     if not os.path.exists(out):
@@ -279,13 +277,8 @@ def evaluator_offset(args):
     if not os.path.exists(out):
       rows = os.path.join(args.data_dir, "origrows", f"seed{k}.tfrecord")
       os.makedirs(os.path.dirname(rows), exist_ok=True)
-      subprocess.run([args.original_python,
-                      os.path.join(HERE, "original_pretrain.py"),
-                      args.original, "--data-dir", args.data_dir,
-                      "--model-name", "origrows", "--hparams",
-                      json.dumps(_original_hparams(plan)), "--seed", str(k),
-                      "--eval-tfrecords", heldout, "--write-eval-rows", rows],
-                     check=True)
+      _original_pretrain(args, plan, "origrows", k, "--write-eval-rows",
+                         rows)
       subprocess.run([sys.executable, __file__, "_eval_masks", "--data-dir",
                       args.data_dir, "--name", name, "--seed", str(k),
                       "--plan", args.plan, "--records", out,
@@ -349,11 +342,8 @@ def export_tf1(args):
       model = runs.restore_model(find_pretrained(os.path.join(
           source, os.path.basename(path))))
       tf1.write_checkpoint(prefix, tf1.release_weights(model), step)
-  # Every step listed (the saver's own file names only the last), as
-  # names relative to the folder.
-  with open(os.path.join(target, "checkpoint"), "w") as f:
-    f.write(f'model_checkpoint_path: "{paths[-1]}"\n' + "".join(
-        f'all_model_checkpoint_paths: "{p}"\n' for p in paths))
+  # Every step listed: the saver's own file names only the last.
+  _write_checkpoint_state(target, paths)
 
 
 def _copy_records(args, name, eval_dir, train_log, kind="pretrain"):
