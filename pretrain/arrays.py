@@ -19,8 +19,10 @@ arrays on its devices and unpacks and masks (pretrain/masking.py, noise
 drawn in its jitted step) each batch there.
 """
 
+import contextlib
 import json
 import os
+import zipfile
 
 import numpy as np
 from keras import ops
@@ -169,8 +171,9 @@ def pack(input_ids, input_mask, segment_ids, vocab_size, where=""):
   return packed
 
 
-def load(path):
-  """The Arrays in folder `path` (written by `export`)."""
+def load(path, lazy_train=False):
+  """The Arrays in folder `path` (written by `export`); `lazy_train`: the
+  training columns as NpzColumns, read share by share, never whole."""
   meta_path = os.path.join(path, META)
   if not storage.exists(meta_path):
     raise UserError(f"no pretraining arrays at {path} ({META} missing): "
@@ -189,8 +192,50 @@ def load(path):
         missing = [c for c in COLUMNS if c not in data.files]
         if missing:
           raise UserError(f"{file} lacks {', '.join(missing)}")
-        splits[split] = {c: data[c] for c in COLUMNS}
+        if lazy_train and split == "train":
+          splits[split] = {c: NpzColumn(file, c) for c in COLUMNS}
+        else:
+          splits[split] = {c: data[c] for c in COLUMNS}
   return Arrays(meta, splits, path)
+
+
+class NpzColumn:
+  """One column of an .npz file, read a range of rows at a time
+  (`column[a:b]`, decompressed up to b only): with several processes each
+  keeps only its shares of the training rows (pretrain/shares.py)."""
+
+  def __init__(self, file, name):
+    self.file, self.member = file, name + ".npy"
+    with self._open() as f:
+      version = np.lib.format.read_magic(f)
+      header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                else np.lib.format.read_array_header_2_0)
+      self.shape, fortran, self.dtype = header(f)
+      self.offset = f.tell()
+    if fortran:
+      raise UserError(f"{file}: {name} is stored in Fortran order (not as "
+                      "export writes it): export the arrays again")
+    self.row_bytes = self.dtype.itemsize * int(np.prod(self.shape[1:]))
+
+  @contextlib.contextmanager
+  def _open(self):
+    with storage.open_file(self.file, "rb") as raw:
+      with zipfile.ZipFile(raw) as archive, archive.open(self.member) as f:
+        yield f
+
+  def __len__(self):
+    return self.shape[0]
+
+  def __getitem__(self, rows):
+    start, stop, stride = rows.indices(len(self))
+    if stride != 1:
+      raise ValueError("an NpzColumn reads contiguous rows only")
+    count = max(0, stop - start)
+    with self._open() as f:
+      f.seek(self.offset + start * self.row_bytes)
+      data = f.read(count * self.row_bytes)
+    return np.frombuffer(data, self.dtype).reshape(
+        (count,) + tuple(self.shape[1:]))
 
 
 def cache_folder(config):

@@ -20,11 +20,13 @@ import jax
 
 from pretrain import arrays as arrays_lib
 from pretrain import run_dir
+from pretrain import shares
 from pretrain.jax_trainer import JaxTrainer
 from pretrain.loop import PretrainingLoop
 from interop import npz_weights
 from training import npz_checkpoints
 from training.jax_devices import barrier
+from training.jax_devices import chief_decides
 from training.jax_devices import join_hosts
 from training.step_log import ScalarLog
 from util import storage
@@ -59,9 +61,24 @@ def devices(config, processes=1):
   return found
 
 
-def load_arrays(config):
+def load_arrays(config, is_chief=True, lazy_train=False):
   """DATA_DIR/pretrain_arrays (MODEL_DIR's when DATA_DIR is read-only:
-  arrays.cache_folder), exported from the TFRecords if missing."""
+  arrays.cache_folder), exported from the TFRecords if missing: by
+  process 0 first, the others waiting; another process exports its own
+  only where its disk is not process 0's. `lazy_train`: arrays.load's."""
+  folder = chief_decides(lambda: _exported(config))
+  if not is_chief:
+    folder = _exported(config)
+  loaded = arrays_lib.load(folder, lazy_train=lazy_train)
+  if not storage.exists(config.vocab_file or ""):
+    vocab = located(loaded.meta.get("vocab_file", ""))
+    if vocab and storage.exists(vocab):
+      config.vocab_file = vocab
+  return loaded
+
+
+def _exported(config):
+  """The arrays' folder, exported there first when missing."""
   folder, fallback = arrays_lib.cache_folder(config)
   if fallback:
     print("note: the data folder cannot be written: the arrays the JAX "
@@ -76,12 +93,7 @@ def load_arrays(config):
                       " the TFRecords: copy that folder here") from None
     print(f"exporting the TFRecords to {folder} (once)", flush=True)
     arrays_lib.export(config, folder, max_train_mb=0)
-  loaded = arrays_lib.load(folder)
-  if not storage.exists(config.vocab_file or ""):
-    vocab = located(loaded.meta.get("vocab_file", ""))
-    if vocab and storage.exists(vocab):
-      config.vocab_file = vocab
-  return loaded
+  return folder
 
 
 def write_weights(trainer, config):
@@ -126,7 +138,10 @@ class JaxRun(PretrainingLoop):
     # of every batch; process 0 alone writes to model_dir.
     index, self.processes = join_hosts()
     self.is_chief = index == 0
-    self.arrays = load_arrays(config)
+    found = devices(config, self.processes)
+    # With shares a process reads only its devices' training rows.
+    self.arrays = load_arrays(config, self.is_chief, lazy_train=shares.wanted(
+        config, len(found)))
     self.arrays.check(config)  # vocab_size, as the saved config has it
     self.lock, self._commit = run_dir.prepare(
         config, self.is_chief, lock=config.do_train and self.is_chief,
@@ -136,8 +151,7 @@ class JaxRun(PretrainingLoop):
       # imported here first, without its C++ banner.
       import_tensorflow()
     try:
-      self.trainer = JaxTrainer(config, self.arrays,
-                                devices(config, self.processes))
+      self.trainer = JaxTrainer(config, self.arrays, found)
     except BaseException:
       self.close()
       raise

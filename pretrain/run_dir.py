@@ -54,9 +54,10 @@ def check_backend(model_dir, backend):
 
 
 def prepare(config, is_chief, lock=False, backend="tensorflow"):
-  """Creates model_dir and checks a resumed run against its config and
-  `backend` (whose checkpoints it finds: TensorFlow's, training/
-  checkpointing.py, or the JAX driver's, training/npz_checkpoints.py).
+  """Creates model_dir (process 0: `is_chief`) and checks a resumed run
+  against its config and `backend` (whose checkpoints it finds:
+  TensorFlow's, training/checkpointing.py, or the JAX driver's,
+  training/npz_checkpoints.py).
   Returns (the RunLock taken first with `lock`, else None; commit()):
   commit() records the config (and keeps the previous one when hparams
   changed). The caller commits once the checkpoint is restored, so a run
@@ -69,7 +70,8 @@ def prepare(config, is_chief, lock=False, backend="tensorflow"):
   latest = _latest_finder(backend)
   check_backend(config.model_dir, backend)  # before the lock file is made
   try:
-    storage.makedirs(config.model_dir)
+    if is_chief:  # the others write nothing here (TF workers: their own)
+      storage.makedirs(config.model_dir)
   except io_errors() as e:
     raise UserError(
         f"cannot write to model_dir {config.model_dir}: {e}") from None

@@ -6,6 +6,7 @@ its weights fine-tune; the run directory's checks hold as on TensorFlow."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -381,23 +382,8 @@ def test_non_finite_weights_are_never_saved(data_dir):
   assert not [f for f in os.listdir(model_dir) if f.startswith("ckpt-11")]
 
 
-# A process other than the chief fails the moment it writes a file.
-CHIEF_WRITES = """
-import os, sys
-sys.path.insert(0, os.getcwd())
-if os.environ["KERAS_DISTRIBUTION_PROCESS_ID"] != "0":
-  from interop import npz_weights
-  from training import npz_checkpoints
-  from training import step_log
-  from util import storage
-  def refused(*args, **kwargs):
-    raise RuntimeError("a process other than the chief wrote")
-  npz_checkpoints.save = npz_weights.write = refused
-  storage.write_text_atomic = storage.rename = refused
-  step_log.ScalarLog.__init__ = step_log.ScalarLog.write = refused
-import run_pretraining
-run_pretraining.main(sys.argv[1:])
-"""
+# A process other than 0 fails the moment it writes, makes or moves a file.
+CHIEF_WRITES = hosts.only_process_0_writes("run_pretraining")
 
 
 # Process KILL_PROCESS SIGKILLs itself once every process is past the save
@@ -434,6 +420,8 @@ def two_processes(data_dir):
   one = run(data_dir, "hosts_one", "--do-eval",
             XLA_FLAGS="--xla_force_host_platform_device_count=2")
   assert one.returncode == 0, one.stderr[-3000:]
+  # Exported again, by process 0 alone while process 1 waits.
+  shutil.rmtree(os.path.join(data_dir, "pretrain_arrays"))
   outs = hosts.finished(launch(data_dir, "hosts_two", CHIEF_WRITES))
   return ([os.path.join(data_dir, "models", n)
            for n in ("hosts_one", "hosts_two")], one.stdout, outs)
@@ -471,6 +459,8 @@ def test_two_processes_train_as_one_process_with_two_devices(two_processes):
   total = int(total.replace(",", ""))
   assert sum(held) == total and max(held) - min(held) <= 1
   assert "2 device(s)" in outs[0][0] and "saved " in outs[0][0]
+  assert "exporting the TFRecords" in outs[0][0]
+  assert "exporting" not in outs[1][0]  # it read process 0's
   assert "eval results" in outs[1][0]  # evaluated too, wrote nothing
   assert_same_run(dirs)
 

@@ -105,3 +105,37 @@ def test_arrays_without_token_counts_say_so_for_a_unigram_run():
   with pytest.raises(UserError, match="/some/pretrain_arrays were exported "
                      "without the dataset's token counts"):
     loaded.token_counts()
+
+
+@pytest.mark.parametrize("compressed", [True, False])
+def test_lazy_training_columns_read_the_same_rows(exported, tmp_path,
+                                                  compressed):
+  """load(lazy_train=True): each range of rows read from the .npz alone
+  (a process of several keeps only its shares) equals the whole column's;
+  the shares of a process over them are those over the loaded arrays."""
+  from pretrain.shares import Shares
+  path = exported[1]
+  whole = arrays.load(path)
+  if not compressed:  # np.savez's stored members
+    import shutil
+    shutil.copy(os.path.join(path, arrays.META), tmp_path)
+    for split in arrays.SPLITS:
+      np.savez(str(tmp_path / f"{split}.npz"), **whole.splits[split])
+    path = str(tmp_path)
+  lazy = arrays.load(path, lazy_train=True)
+  n = whole.num_examples()
+  assert lazy.num_examples() == n and isinstance(
+      lazy.train["input_ids"], arrays.NpzColumn)
+  for c, column in whole.train.items():
+    for a, b in ((0, 1), (3, n // 2), (n // 3, n), (n - 1, n), (5, 5)):
+      got = lazy.train[c][a:b]
+      assert got.dtype == column.dtype
+      np.testing.assert_array_equal(got, column[a:b], err_msg=f"{c}[{a}:{b}]")
+  shares = Shares(n, 4, own=[1, 3])
+  held, want = shares.held(lazy.train), shares.held(whole.train)
+  for c in want:
+    np.testing.assert_array_equal(held[c], want[c])
+    np.testing.assert_array_equal(shares.block(lazy.train[c], 3),
+                                  shares.block(whole.train[c], 3))
+  np.testing.assert_array_equal(lazy.heldout["input_ids"],
+                                whole.heldout["input_ids"])
