@@ -74,7 +74,7 @@ def main(argv=None):
 def multi_seed_main(config):
   """--seeds K,...: each seed's run as its separate run writes it."""
   from pretrain.multi_seed_run import MultiSeedRun
-  with MultiSeedRun(config) as runs:  # the seeds' locks
+  with MultiSeedRun(config, open_source) as runs:  # the seeds' locks
     if config.do_train:
       try:
         runs.train()

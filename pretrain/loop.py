@@ -87,6 +87,14 @@ class PretrainingLoop(run_dir.HoldsLock):
     steps, and "nonfinite_steps"."""
     raise NotImplementedError
 
+  def _seeds(self):
+    """Each seed's label in the log (--seeds: several in one step)."""
+    return [""]
+
+  def _seed_steps(self, n):
+    """n steps of every seed in one host call: each its _run_steps logs."""
+    return [self._run_steps(n)]
+
   def _begin_step(self, step, restored=False):
     """The objective's schedule at `step` (model.begin_step): its line
     when what trains changed (the backend then traces its step again)."""
@@ -114,6 +122,10 @@ class PretrainingLoop(run_dir.HoldsLock):
   def _writer(self, name):
     """model_dir/name's scalar writer (training/step_log.write_scalars)."""
     raise NotImplementedError
+
+  def _writers(self, name):
+    """Each seed's writer of model_dir/name."""
+    return [self._writer(name)]
 
   def _eval_outputs(self):
     """The objective's eval metrics over num_eval_steps batches."""
@@ -172,9 +184,10 @@ class PretrainingLoop(run_dir.HoldsLock):
           "appendix E convention)", flush=True)
     boundaries = self.model.schedule_boundaries()
     log_every = config.log_every_steps or config.iterations_per_loop
-    progress = StepLog(config, step)
-    writer = self._writer("train")
-    self.skipped_steps = 0
+    labels = self._seeds()
+    progress = [StepLog(config, step) for _ in labels]
+    writers = self._writers("train")
+    self.skipped_steps = [0] * len(labels)
     last_save = time.time()
     with PreemptionGuard() as preemption:
       while step < total:
@@ -184,8 +197,8 @@ class PretrainingLoop(run_dir.HoldsLock):
                 _next(step, log_every), total]
         n = min(ends + [b for b in boundaries if b > step]) - step
         if self.SHORTENS_CALLS:
-          n = progress.steps(step, n, log_every)  # a line every ~15 s
-        if progress.calls:
+          n = progress[0].steps(step, n, log_every)  # a line every ~15 s
+        if progress[0].calls:
           what = f"steps {step + 1}-{step + n}"
         else:
           what = "compiling the training step (first call)"
@@ -193,12 +206,16 @@ class PretrainingLoop(run_dir.HoldsLock):
                 flush=True)
         start = time.time()
         with Heartbeat(what):
-          logs = self._run_steps(n)
+          seed_logs = self._seed_steps(n)
         elapsed = time.time() - start
         step += n
         self._check_data()
-        self._check_finite(logs, step, n)
-        progress.log(step, n, elapsed, logs, self._learning_rate(), writer)
+        for i, logs in enumerate(seed_logs):
+          self._check_finite(logs, step, n, i)
+        for label, logs, log, writer in zip(labels, seed_logs, progress,
+                                            writers):
+          print(label, end="")
+          log.log(step, n, elapsed, logs, self._learning_rate(), writer)
         if step in boundaries:
           # The objective's own schedule (two-stage training's switch).
           changed = self._begin_step(step)
@@ -214,11 +231,13 @@ class PretrainingLoop(run_dir.HoldsLock):
           last_save = time.time()
           print(f"saved {path}", flush=True)
         if preemption.requested:
-          writer.flush()
+          for writer in writers:
+            writer.flush()
           self._finish()
           raise Preempted(f"{preemption.name}: saved step {step} and "
                           "stopped", preemption.exit_code)
-    writer.flush()
+    for writer in writers:
+      writer.flush()
     self._finish()
     return step
 
@@ -232,21 +251,22 @@ class PretrainingLoop(run_dir.HoldsLock):
       raise UserError(f"{changed}; stopping without saving, "
                       f"{self._last_good()}")
 
-  def _check_finite(self, logs, step, n):
+  def _check_finite(self, logs, step, n, seed=0):
     """Non-finite steps stop the run before anything is saved, unless they
     were skipped and some step of the call was not."""
     bad = int(logs.pop("nonfinite_steps"))
     if not bad:
       return
     skipping = skips_nonfinite(self.config, self.precision)
+    label = self._seeds()[seed]
     if skipping and bad < n:
-      self.skipped_steps += bad
-      print(f"skipped {bad} non-finite step(s) before step {step} "
-            f"({self.skipped_steps} in this run)", flush=True)
+      self.skipped_steps[seed] += bad
+      print(f"{label}skipped {bad} non-finite step(s) before step {step} "
+            f"({self.skipped_steps[seed]} in this run)", flush=True)
       return
     what = (f"all {n} steps up to {step} were non-finite" if skipping else
             f"non-finite loss or gradients at step {step - n + 1}-{step}")
-    raise UserError(f"{what}; stopping without saving, "
+    raise UserError(f"{label}{what}; stopping without saving, "
                     f"{self._last_good()}. Try a lower learning_rate")
 
   def _check_weights(self, step):

@@ -5,6 +5,8 @@ under TensorFlow the flag is one line."""
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -99,7 +101,7 @@ def test_each_seed_equals_its_separate_run(runs, pair, solo):
 
 def test_the_log_names_each_seed(runs):
   _, log = runs
-  assert "x 2 seeds [1, 2] in one step" in log
+  assert "2 seeds [1, 2] in one step" in log
   assert log.count("seed 2: step 20/20") == 1
   printed = [json.loads(line) for line in log.splitlines()
              if line.startswith("{")]
@@ -119,3 +121,35 @@ def test_seeds_under_tensorflow_and_bad_seeds_are_one_line(runs, capsys):
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], lines
   assert not os.path.exists(os.path.join(runs[0], "models", "x"))
+
+
+def test_the_one_loops_checks_stop_several_seeds_before_saving(runs):
+  """--seeds trains through pretrain/loop.py: a rate past float32 makes
+  the weights inf after a finite loss; the run stops in one line naming
+  the seed, and neither seed saves a checkpoint past step 20."""
+  data_dir, _ = runs
+  models = os.path.join(data_dir, "models")
+  for name in ("pair", "pair.seed2"):
+    shutil.copytree(os.path.join(models, name),
+                    os.path.join(models, name.replace("pair", "diverging")))
+  env = dict(os.environ, PYTHONPATH=ROOT, KERAS_BACKEND="jax",
+             JAX_PLATFORMS="cpu")
+  env.pop("XLA_FLAGS", None)
+  done = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
+       "--data-dir", data_dir, "--model-name", "diverging", "--hparams",
+       HPARAMS, "--seeds", "1,2", "--num-train-steps", "30",
+       "--learning-rate", "1e39", "--iterations-per-loop", "1",
+       "--save-checkpoints-steps", "1", "--accept-hparam-changes"], capture_output=True, text=True,
+      timeout=900, cwd=ROOT, env=env)
+  assert done.returncode != 0
+  assert "resumed from" in done.stdout and "from step 20 to 30" in done.stdout
+  last = done.stderr.strip().splitlines()[-1]
+  assert re.fullmatch(r"error: the weights after step 21 are not finite "
+                      r"\(\d+ variable\(s\), e\.g\. seed 1: .*\); stopping "
+                      r"without saving, the last good checkpoint is .*"
+                      r"diverging/ckpt-20\.npz\. Try a lower learning_rate",
+                      last), done.stderr[-2000:]
+  for name in ("diverging", "diverging.seed2"):
+    assert read_json(os.path.join(models, name), "checkpoint.json")[
+        "latest"] == "ckpt-20.npz"
