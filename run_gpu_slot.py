@@ -10,13 +10,12 @@ Run through gpu_slot.sh, which installs the carried wheels first. In order:
      (benchmarks/hf_electra_step.py, in a subprocess, before JAX holds
      the GPU);
   3. for each objective (ELECTRA, BERT: configs/<objective>_<size>.json,
-     temperature 1.0), the JAX driver's steps (pretrain/jax_trainer.py),
-     all compiled at once in threads, then each timed from the initial
-     weights: seq/s and MFU;
+     temperature 1.0), run_pretraining.py's JAX steps timed by a short run
+     of the script from the initial weights: seq/s and MFU;
   4. steps per objective for equal training FLOPs (ELECTRA appendix E
      convention, pretrain/flops.py) so that both runs end within the
-     training time left, warmup a fraction of them; both trained, each
-     evaluated on the held-out examples;
+     training time left, warmup a fraction of them; both trained by
+     run_pretraining.py, each evaluated on the held-out examples;
   5. $OUT/<objective>_<size>/ (.npz weight shards + weights.json, which
      run_finetuning.py / run_pretraining.py / export_model.py
      --init-checkpoint read on the CPU) and $OUT/slot.json (the figures);

@@ -39,6 +39,7 @@ COLUMNS = ("input_ids", "num_tokens", "segment_a")
 
 
 TOKEN_COUNTS = "token_counts.json"  # beside the arrays, for unigram runs
+CACHE = "pretrain_arrays"  # DATA_DIR's (or MODEL_DIR's) folder of them
 
 
 class Arrays:
@@ -244,8 +245,8 @@ def cache_folder(config):
   and DATA_DIR cannot be written (a read-only data folder),
   MODEL_DIR/pretrain_arrays. Returns (folder, whether it is the fallback)."""
   data_dir = config.data_dir or os.path.dirname(config.model_dir)
-  shared = os.path.join(data_dir, "pretrain_arrays")
-  own = os.path.join(config.model_dir, "pretrain_arrays")
+  shared = os.path.join(data_dir, CACHE)
+  own = os.path.join(config.model_dir, CACHE)
   if storage.exists(os.path.join(shared, META)) or "://" in shared:
     return shared, False
   if storage.exists(os.path.join(own, META)):

@@ -149,7 +149,10 @@ class JaxRun(PretrainingLoop):
     if importlib.util.find_spec("tensorflow"):
       # Keras' set_random_seed seeds TensorFlow too where it is installed:
       # imported here first, without its C++ banner.
-      import_tensorflow()
+      try:
+        import_tensorflow()
+      except ImportError:  # present but broken: the JAX path needs none
+        pass
     try:
       self.trainer = JaxTrainer(config, self.arrays, found)
     except BaseException:

@@ -14,8 +14,9 @@ What it does its own way, as JAX wants it:
     value_and_grad of `model.stateless_call`, clip, and the optimizer's
     `stateless_apply`; the host only hands over the rows' indices;
   * the schedule's total and warmup steps are arguments of that function,
-    so the same compiled step can be timed first and then run for a
-    number of steps chosen from its speed (slot/plan.py);
+    so one compiled step serves a run of any length (the GPU slot's
+    timing run and its training run share it through JAX's compilation
+    cache, slot/pretrain_phase.py);
   * data parallelism over all local devices with keras.distribution
     (DataParallel: variables replicated, each batch split on its first
     axis; XLA sums the gradients); with input_sharding files each device
@@ -40,10 +41,8 @@ import numpy as np
 from interop import npz_weights
 from interop.weights import export_weights
 from pretrain import arrays as arrays_lib
-from pretrain import flops
 from pretrain import masking
 from pretrain import shares as shares_lib
-from pretrain.loop import count_params
 from pretrain.objectives import build_model
 from training import optimization
 from training.jax_devices import Devices
@@ -335,34 +334,12 @@ class JaxTrainer:
             self.model.trainable_variables,
             self.model.non_trainable_variables)) + (self.state[2],)
 
-  # ----------------------------------------------------------- compile
-  def lower(self, chunk):
-    """The jitted chunk of `chunk` steps and the eval step, traced and
-    lowered here for the arguments the calls pass: {"train", "eval"}.
-    Their .compile() releases the GIL, so several trainers' compilations
-    can run in threads (slot/measure.py); `install` then uses them."""
-    state = self.initial_state
-    rows = self._replicated(self.train_rows(0, chunk))
-    train = self._chunk_jit(chunk).lower(
-        state, jnp.int32(0), rows, jnp.float32(1), jnp.float32(0),
-        *self._shared_args())
-    eval_rows = self._replicated(np.zeros(self.config.eval_batch_size,
-                                          np.int32))
-    evaluate = self._eval_jit().lower(state[0], state[1], eval_rows,
-                                      jnp.int32(0))
-    return {"train": train, "eval": evaluate}
-
-  def install(self, chunk, compiled):
-    """Uses executables compiled from `lower(chunk)`."""
-    self._chunks[chunk] = compiled["train"]
-    self._eval_fn = compiled["eval"]
-
   # ------------------------------------------------------------ timing
   def measure(self, chunk, calls=3, total_steps=None):
     """Times `calls` chunks of `chunk` steps from the initial weights
     (after one call that compiles); the trainer's state is unchanged.
-    Returns first_call_s (with the compile, unless `install`ed), step_s
-    (best call) and the last chunk's loss."""
+    Returns first_call_s (with the compile), step_s (best call) and the
+    last chunk's loss (benchmarks/jax_throughput.py)."""
     total = total_steps or self.config.num_train_steps
     start = time.perf_counter()
     state, sums, finite = self._run_chunk(self.initial_state, 0, chunk, total)
@@ -381,53 +358,6 @@ class JaxTrainer:
             "steps_per_s": 1 / step_s, "seq_per_s": batch / step_s,
             "loss": float(sums["loss"]) / max(float(finite), 1.0),
             "chunk": chunk, "calls": calls}
-
-  # ----------------------------------------------------------- training
-  def train(self, num_steps=None, chunk=None, deadline=None, stop_at=None):
-    """Trains from the current step to num_steps (default the config's),
-    or only to `stop_at` (a checkpoint of that run: the schedule is still
-    num_steps'), `chunk` steps a host call; stops early after a chunk that
-    ends past `deadline` (time.time()). Returns one dict per chunk."""
-    config = self.config
-    total = num_steps or config.num_train_steps
-    config.num_train_steps = total
-    chunk = chunk or config.iterations_per_loop
-    batch = config.train_batch_size
-    self.log(f"training {self.model.name} ({self.precision}, "
-             f"{len(self.devices)} device(s): {self.devices[0].device_kind}, "
-             f"{count_params(self.model):,} parameters) from step "
-             f"{self.step} to {total}")
-    self.log(f"FLOPs: {flops.train_flops_per_step(config):.3g} per step, "
-             f"{flops.total_train_flops(config):.3g} for the whole run "
-             "(ELECTRA appendix E convention)")
-    history, start = [], time.time()
-    end = min(stop_at or total, total)
-    while self.step < end:
-      n = min(chunk, end - self.step)
-      t0 = time.time()
-      sums, finite = self.advance(n, total)
-      finite = float(finite)
-      sums = {k: float(v) for k, v in sums.items()}
-      elapsed = time.time() - t0
-      if finite < n and not config.skip_nonfinite_steps:
-        raise UserError(f"non-finite loss or gradients at step "
-                        f"{self.step - n + 1}-{self.step}; nothing saved. "
-                        "Try a lower learning_rate")
-      logs = {k: v / max(finite, 1.0) for k, v in sums.items()}
-      entry = {"step": self.step, **logs, "lr": self.learning_rate(),
-               "seq_per_s": n * batch / max(elapsed, 1e-9),
-               "elapsed_s": time.time() - start,
-               "skipped_steps": n - finite}
-      history.append(entry)
-      self.log(" | ".join(
-          [f"step {self.step}/{total}"] +
-          [f"{k} {v:.4f}" for k, v in logs.items()] +
-          [f"lr {entry['lr']:.3g}", f"{entry['seq_per_s']:.1f} seq/s",
-           f"{entry['elapsed_s']:.0f}s"]))
-      if deadline is not None and time.time() > deadline:
-        self.log(f"stopping at step {self.step}: past the deadline")
-        break
-    return history
 
   def learning_rate(self, step=None):
     config = self.config

@@ -12,13 +12,11 @@ seed's state back (to save, evaluate or checkpoint it as its own run).
 """
 
 import dataclasses
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pretrain.loop import skips_nonfinite
 from util.errors import UserError
 
 
@@ -94,93 +92,6 @@ class MultiSeedTrainer:
         *self._args(self.state, self.step, steps, total_steps))
     self.step += steps
     return sums, finite
-
-  def lower(self, chunk):
-    """The vmapped chunk and the (shared) eval step lowered, as
-    JaxTrainer.lower: {"train", "eval"}."""
-    first = self.trainers[0]
-    train = self._chunk_jit(chunk).lower(*self._args(self.state, 0, chunk, 1))
-    trainable, fixed, _ = first.initial_state
-    rows = first._replicated(  # pylint: disable=protected-access
-        np.zeros(self.config.eval_batch_size, np.int32))
-    evaluate = jax.jit(first.eval_call()).lower(trainable, fixed, rows,
-                                                jnp.int32(0), first.eval_key)
-    return {"train": train, "eval": evaluate}
-
-  def install(self, chunk, compiled):
-    self._chunks[chunk] = compiled["train"]
-    share_eval(self.trainers, compiled["eval"])
-
-  def measure(self, chunk, calls=3, total_steps=None):
-    """JaxTrainer.measure for all seeds at once (the state unchanged):
-    step_s is one vmapped step of all N; seq_per_s counts every seed's."""
-    total = total_steps or self.config.num_train_steps
-    fn = self._chunk_fn(chunk)
-    start = time.perf_counter()
-    state, sums, finite = fn(*self._args(self.state, 0, chunk, total))
-    jax.block_until_ready(sums)
-    first_call_s = time.perf_counter() - start
-    times = []
-    for i in range(calls):
-      start = time.perf_counter()
-      state, sums, finite = fn(*self._args(state, (i + 1) * chunk, chunk,
-                                           total))
-      jax.block_until_ready(sums)
-      times.append((time.perf_counter() - start) / chunk)
-    step_s = min(times)
-    batch = self.config.train_batch_size * self.n
-    return {"first_call_s": first_call_s, "step_s": step_s,
-            "steps_per_s": 1 / step_s, "seq_per_s": batch / step_s,
-            "loss": float(np.mean(np.asarray(sums["loss"]) /
-                                  np.maximum(np.asarray(finite), 1.0))),
-            "chunk": chunk, "calls": calls, "seeds_per_step": self.n}
-
-  def train(self, num_steps=None, chunk=None, deadline=None, stop_at=None):
-    """JaxTrainer.train for all seeds at once (the slot's loop): from the
-    shared step to num_steps, or only to `stop_at`; stops after a chunk
-    that ends past `deadline`. Returns each seed's list of chunk dicts;
-    the trainers hold their seeds' states after it (`unstack`)."""
-    config, first = self.config, self.trainers[0]
-    total = num_steps or config.num_train_steps
-    for trainer in self.trainers:
-      trainer.config.num_train_steps = total
-    chunk = chunk or config.iterations_per_loop
-    first.log(f"training {first.model.name} x {self.n} seeds in one step "
-              f"({first.precision}, {first.devices[0].device_kind}) from "
-              f"step {self.step} to {total}")
-    histories, start = [[] for _ in self.trainers], time.time()
-    end = min(stop_at or total, total)
-    while self.step < end:
-      n = min(chunk, end - self.step)
-      t0 = time.time()
-      sums, finite = self.advance(n, total)
-      finite = np.asarray(finite, np.float64)
-      sums = {k: np.asarray(v, np.float64) for k, v in sums.items()}
-      elapsed = time.time() - t0
-      skips = skips_nonfinite(first.config, first.precision)
-      if (finite < n).any() and not (skips and (finite > 0).all()):
-        raise UserError(f"non-finite loss or gradients at steps "
-                        f"{self.step - n + 1}-{self.step} of seed(s) "
-                        f"{[i + 1 for i in np.flatnonzero(finite < n)]} of "
-                        "the step; nothing saved. Try a lower learning_rate")
-      lr = first.learning_rate(self.step)
-      for i, history in enumerate(histories):
-        logs = {k: v[i] / max(finite[i], 1.0) for k, v in sums.items()}
-        history.append({"step": self.step, **logs, "lr": lr,
-                        "seq_per_s": n * config.train_batch_size /
-                                     max(elapsed, 1e-9),
-                        "elapsed_s": time.time() - start,
-                        "skipped_steps": n - finite[i]})
-      seq_per_s = n * config.train_batch_size * self.n / max(elapsed, 1e-9)
-      losses = " ".join(f"{h[-1]['loss']:.4f}" for h in histories)
-      first.log(f"step {self.step}/{total} | loss {losses} (each seed) | "
-                f"lr {lr:.3g} | {seq_per_s:.1f} seq/s (all seeds) | "
-                f"{time.time() - start:.0f}s")
-      if deadline is not None and time.time() > deadline:
-        first.log(f"stopping at step {self.step}: past the deadline")
-        break
-    self.unstack()
-    return histories
 
   # -------------------------------------------------------- the seeds
   def unstack(self):

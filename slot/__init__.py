@@ -5,10 +5,9 @@
 | flags.py          | run_gpu_slot.py's flags                             |
 | clock.py          | `Clock`: seconds since the command began, and logs  |
 | plan.py           | the runs, their configs and steps at equal FLOPs    |
-| measure.py        | the PyTorch baseline, and compiling steps at once   |
-| pretrain_phase.py | each run measured, then trained; the targets met     |
-| units.py          | each run alone, or seeds stacked in one vmapped step |
-| train.py          | the runs trained at equal FLOPs, saved, evaluated   |
+| measure.py        | the PyTorch baseline; fine-tuning steps compiled    |
+| pretrain_phase.py | run_pretraining.py: each unit timed, then trained   |
+|                   | at equal FLOPs, evaluated; the peak, MFU, targets   |
 | finetune_phase.py | each model fine-tuned on each task, seed by seed    |
 | run.py            | the phases in order, slot.json after each           |
 | carry.py          | CPU side: the wheels, and what a run carries        |

@@ -33,7 +33,7 @@ def parse_args(argv, description=None):
                  "sized from the measured speeds and --train-seconds")
   p.add_argument("--seeds-per-step", type=int, default=1,
                  help="up to this many pretraining seeds of one objective "
-                 "trained in one vmapped step (pretrain/multi_seed.py)")
+                 "trained in one vmapped step (run_pretraining.py --seeds)")
   p.add_argument("--checkpoints", type=int, default=1,
                  help="held-out evals at k/N of each run (the curves)")
   p.add_argument("--weights-out", default="auto",

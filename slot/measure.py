@@ -1,4 +1,4 @@
-"""The PyTorch baseline, and every JAX step compiled at once."""
+"""The PyTorch baseline, and the fine-tuning steps compiled at once."""
 
 from concurrent import futures
 import json

@@ -1,7 +1,5 @@
 """What the slot runs: each run's name, config and steps at equal FLOPs."""
 
-import os
-
 from comparison.plan import preset
 from slot.flags import objective_seeds
 from pretrain.config import PretrainingConfig
@@ -9,17 +7,17 @@ from util.config import apply_overrides
 from util.config import load_hparams
 
 
-def slot_config(name, args, arrays, model_dir, pretrain_seed=1):
+def slot_config(name, args, arrays, data_dir, model_dir):
   """`name`'s preset at --size (comparison/plan.py's choice: its own
   configs/<objective>_<size>.json, or ELECTRA's for an ablation) +
-  --hparams, at the slot's batch; seed K adds K - 1 to the seed."""
+  --hparams, at the slot's batch: seed 1's run (pretrain/multi_seed.py
+  seed_config gives seed K's)."""
   config = apply_overrides(PretrainingConfig(), preset(name, args.size),
                            source=f"the {name} preset")
   objective = config.objective
   for spec in args.hparams:
     config = apply_overrides(config, load_hparams(spec), source=spec)
   config.objective = objective
-  config.seed += pretrain_seed - 1
   config.temperature = 1.0
   config.train_batch_size = args.batch
   config.eval_batch_size = args.batch
@@ -30,8 +28,7 @@ def slot_config(name, args, arrays, model_dir, pretrain_seed=1):
   config.num_eval_steps = max(1, min(
       args.eval_steps, arrays.num_examples("heldout") // args.batch))
   config.mixed_precision = args.precision
-  config.data_dir = ""
-  config.pretrain_tfrecords = os.path.abspath(args.data)
+  config.data_dir = data_dir  # its pretrain_arrays/: the slot's arrays
   config.model_dir = model_dir
   config.validate()
   return config

@@ -7,6 +7,7 @@ import filecmp
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from interop import npz_weights
 from interop.weights import export_weights
 from loading import sources
 from loading.runs import restore_model
+from pretrain.multi_seed import seed_config
 from tests import slot_data
 
 ROOT = slot_data.ROOT
@@ -84,6 +86,15 @@ def test_the_command_measures_trains_and_reports(slot_run):
   # Also kept on the slot, where a later call on the warm machine finds them.
   kept = os.path.join(os.path.dirname(out), "slot_weights")
   for e in result["objectives"]:
+    # Trained by run_pretraining.py: its run directory, config and marks.
+    assert e["model_dir"] == "$TMPDIR/slot_runs/" + e["folder"]
+    run_dir = os.path.join(os.path.dirname(out), "slot_runs", e["folder"])
+    with open(os.path.join(run_dir, "pretrain_config.json")) as f:
+      saved = json.load(f)
+    assert saved["num_train_steps"] == e["steps"]
+    assert saved["num_warmup_steps"] == e["warmup_steps"]
+    assert os.path.isfile(os.path.join(
+        run_dir, f"ckpt-{e['curve'][0]['global_step']}.npz"))
     # The record names the place by its name; here $TMPDIR is out's parent.
     assert e["weights_dir"] == "$TMPDIR/slot_weights/" + e["folder"]
     for name in e["weights"]:
@@ -171,8 +182,8 @@ def test_a_failure_keeps_what_was_measured(slot_run, tmp_path):
 
 def test_two_seeds_train_in_one_step(tmp_path):
   """--seeds-per-step 2: BERT's two pretraining seeds as one vmapped
-  program (pretrain/multi_seed.py), each written and evaluated as its own
-  run; MFU per run, per step and over the slot."""
+  program (run_pretraining.py --seeds), each written and evaluated as its
+  own run; MFU per run, per step and over the slot."""
   arrays = str(tmp_path / "arrays")
   slot_data.export_arrays(slot_data.build_data(str(tmp_path / "data")),
                           arrays)
@@ -392,11 +403,13 @@ def test_a_plan_of_objectives_and_seeds_at_a_fixed_budget():
       ("replace_mlm", "replace_mlm", 1, "replace_mlm_tiny"),
       ("mlm.seed2", "mlm", 2, "bert_tiny.seed2")]
   # The ablation runs on ELECTRA's preset with its own objective, seed 2
-  # one above seed 1 (as run_comparison.py plans them).
-  config = plan.slot_config("replace_mlm", args, _Arrays(), "m")
-  assert config.objective == "replace_mlm"
-  assert plan.slot_config("mlm", args, _Arrays(), "m", 2).seed == (
-      plan.slot_config("mlm", args, _Arrays(), "m").seed + 1)
+  # one above seed 1 in FOLDER.seed2 (as run_comparison.py plans them).
+  config = plan.slot_config("replace_mlm", args, _Arrays(), "d", "m")
+  assert config.objective == "replace_mlm" and config.data_dir == "d"
+  second = seed_config(plan.slot_config("mlm", args, _Arrays(), "d",
+                                        "bert_tiny"), 2)
+  assert second.seed == config.seed + 1
+  assert second.model_dir == "bert_tiny.seed2"  # plan()'s folder
   entries = [{"train_flops_per_step": 5.95e11},
              {"train_flops_per_step": 3.3e11}]
   assert plan.budget_steps(entries, 5.9512e15, 100) == [10000, 18000]
@@ -408,3 +421,41 @@ class _Arrays:
   @staticmethod
   def num_examples(split):
     return 64
+
+
+DEADLINE = """
+import json, os, sys, time
+from slot import pretrain_phase
+from slot.clock import Clock
+data_dir, model_dir, micro = sys.argv[1], sys.argv[2], sys.argv[3]
+hparams = dict(json.loads(micro), num_train_steps=10 ** 6,
+               iterations_per_loop=5, train_batch_size=8, max_seq_length=32,
+               num_warmup_steps=0, mixed_precision="float32")
+stopped = pretrain_phase._run_script(
+    ["--data-dir", data_dir, "--model-dir", model_dir, "--hparams",
+     json.dumps(hparams)], time.time(), Clock())
+print("STOPPED", stopped, flush=True)
+"""
+
+
+def test_the_deadline_makes_the_script_save_and_stop(tmp_path):
+  """The slot's time limit is the script's preemption: SIGTERMs from the
+  deadline on (here at once, before its loop is ready) make
+  run_pretraining.py save and stop, far short of its 10^6 steps, with its
+  weights at the saved step; the slot's process goes on."""
+  data_dir = str(tmp_path / "dd")
+  slot_data.export_arrays(slot_data.build_data(str(tmp_path / "data")),
+                          os.path.join(data_dir, "pretrain_arrays"))
+  model_dir = str(tmp_path / "run")
+  env = slot_env(str(tmp_path), KERAS_BACKEND="jax")
+  done = subprocess.run(
+      [sys.executable, "-c", DEADLINE, data_dir, model_dir,
+       json.dumps(slot_data.MICRO)], env=env, capture_output=True,
+      text=True, timeout=600, cwd=ROOT)
+  assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+  assert "STOPPED True" in done.stdout
+  assert "SIGTERM: saved step" in done.stdout, done.stdout[-2000:]
+  with open(os.path.join(model_dir, "checkpoint.json")) as f:
+    step = int(json.load(f)["latest"][len("ckpt-"):-len(".npz")])
+  assert 0 < step < 10 ** 6 and step % 5 == 0
+  assert npz_weights.read_manifest(model_dir)["step"] == step

@@ -117,7 +117,7 @@ def test_a_trial_predicts_as_the_model_and_trains(exported, tmp_path):
           **json.loads(sys.argv[3]))
       config.validate()
       trainer = JaxTrainer(config, arrays.load(sys.argv[1]))
-      trainer.train(2, chunk=2)
+      trainer.advance(2, 2)
       trainer.save(sys.argv[2])
   """)
   slot_data.export_arrays(data_dir, path)
