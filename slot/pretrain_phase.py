@@ -46,6 +46,13 @@ SPEEDUP_TARGET = 1.5  # JAX ELECTRA step vs transformers' PyTorch one
 def pretrain_phase(args, clock, result, write):
   """The baseline, the bf16 peak, each unit's speed, then the runs trained
   at equal FLOPs; the figures into `result`, written as they come."""
+  tmp = tempfile.gettempdir()
+  # Before JAX's first compile: the script's runs reuse each other's
+  # compiled steps (the timing run's are the training run's: the
+  # schedule's lengths are traced).
+  jax.config.update("jax_compilation_cache_dir", os.environ.get(
+      "JAX_COMPILATION_CACHE_DIR") or os.path.join(tmp, "slot_jax_cache"))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
   arrays = arrays_lib.load(args.data)
   clock.log(f"python {sys.version.split()[0]}, keras {keras.__version__} "
             f"({keras.backend.backend()}); arrays {args.data}: "
@@ -68,12 +75,6 @@ def pretrain_phase(args, clock, result, write):
             f"peak {peak:.1f} TFLOP/s ({n}^3)")
   write()
 
-  tmp = tempfile.gettempdir()
-  # The script's runs reuse each other's compiled steps (the measuring
-  # run's are the training run's: total steps are traced).
-  jax.config.update("jax_compilation_cache_dir", os.environ.get(
-      "JAX_COMPILATION_CACHE_DIR") or os.path.join(tmp, "slot_jax_cache"))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
   data_dir = _data_dir(args.data, tmp)
   runs = plan(args)
   weights_out = (args.weights_out == "yes" or
