@@ -489,3 +489,36 @@ def test_two_processes_fine_tune_as_one_process_with_two_devices(
   assert after["run"] == record["run"] and len(after["trials"]) == 2
   assert after["trials"][0] == record["trials"][0]
   assert os.path.exists(os.path.join(out, "rte_dev_predictions_trial2.tsv"))
+
+  # Evaluation only and --do-predict of the kept model on two processes
+  # (process 0 alone writing) give one process's results and files.
+  predict = os.path.join(SHARED, "glue", "RTE", "dev.tsv")
+  got = {}
+  for where in ("hosts_eval", "one_eval"):
+    folder = str(tmp_path / where)
+    for extra in (["--no-do-train"],
+                  ["--do-predict", "--predict-file", predict]):
+      argv = ["--data-dir", data_dir, "--task-names", "rte",
+              "--output-dir", folder, "--init-checkpoint",
+              os.path.join(out, "rte_model"), "--hparams",
+              json.dumps(HPARAMS), *extra]
+      if where == "hosts_eval":
+        hosts.finished(hosts.launch(
+            hosts.only_process_0_writes("run_finetuning"), argv,
+            lambda **v: jax_env(PYTHONDONTWRITEBYTECODE="1", **v)))
+      else:
+        done = run_script(jax_env(), *argv)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    with open(one(folder, "results_rte_*.json")) as f:
+      results = json.load(f)["trials"][0]["rte"]
+    got[where] = results, {
+        re.sub(r"eval-[0-9-]+", "eval-*", os.path.basename(f)):
+        open(f).read() for f in glob.glob(
+            os.path.join(folder, "rte_dev_predictions*"))}
+  (hosts_results, hosts_files), (one_results, one_files) = got.values()
+  assert sorted(hosts_files) == ["rte_dev_predictions.tsv",
+                                 "rte_dev_predictions_eval-*.tsv"]
+  assert hosts_files == one_files
+  assert hosts_results["accuracy"] == one_results["accuracy"]
+  assert hosts_results["loss"] == pytest.approx(one_results["loss"],
+                                                abs=1e-4)
