@@ -171,7 +171,7 @@ def _run_script(argv, deadline, clock):
   the script's preemption: it saves, then stops (one that arrives before
   its loop is ready is ignored; the next one counts). Returns whether it
   stopped early."""
-  ignore = signal.signal(signal.SIGTERM, lambda *_: clock.log(
+  previous = signal.signal(signal.SIGTERM, lambda *_: clock.log(
       "SIGTERM outside the training loop: ignored"))
   done = threading.Event()
 
@@ -196,7 +196,7 @@ def _run_script(argv, deadline, clock):
     done.set()
     if deadline:
       sender.join()  # no SIGTERM once the handler is put back
-    signal.signal(signal.SIGTERM, ignore)
+    signal.signal(signal.SIGTERM, previous)
 
 
 def _scalars(model_dir):
