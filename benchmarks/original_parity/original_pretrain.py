@@ -20,6 +20,7 @@ that has no model_dir/eval/step_N.json yet with the original's eval metrics
 """
 
 import argparse
+import glob
 import json
 import os
 import sys
@@ -81,8 +82,11 @@ def train(tf, config, seed):
 def evaluate(tf, config, seed, eval_tfrecords):
   import pretrain.pretrain_data as pretrain_data  # the original's
   import run_pretraining  # the original's
-  state = tf.train.get_checkpoint_state(config.model_dir)
-  paths = list(state.all_model_checkpoint_paths) if state else []
+  # Every checkpoint on disk: a resumed run's Saver lists only its own
+  # saves in the state file.
+  paths = sorted((p[:-len(".index")] for p in glob.glob(os.path.join(
+      config.model_dir, "model.ckpt-*.index"))),
+                 key=lambda p: int(p.rsplit("-", 1)[1]))
   out_dir = os.path.join(config.model_dir, "eval")
   os.makedirs(out_dir, exist_ok=True)
   config.pretrain_tfrecords = eval_tfrecords
