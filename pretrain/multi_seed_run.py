@@ -21,7 +21,9 @@ from util.errors import UserError
 
 class MultiSeedRun(PretrainingLoop):
   """The seeds' JaxRuns (locks held) and their trainer; `train()`,
-  `evaluate()` -> {seed K: results}; a context manager."""
+  `evaluate()` -> {seed K: results}; a context manager. It calls each
+  run's own backend methods."""
+  # pylint: disable=protected-access
 
   SHORTENS_CALLS = False  # each length of call compiles
 
@@ -51,7 +53,7 @@ class MultiSeedRun(PretrainingLoop):
 
   def _describe(self):
     return (f"{len(self.seeds)} seeds {self.seeds} in one step, "
-            f"{self.runs[0]._describe()}")  # pylint: disable=protected-access
+            f"{self.runs[0]._describe()}")
 
   def _seeds(self):
     return [f"seed {k}: " for k in self.seeds]
@@ -60,7 +62,7 @@ class MultiSeedRun(PretrainingLoop):
     return self.multi.step if self.multi else self.runs[0].trainer.step
 
   def _latest(self):
-    found = [run._latest() for run in self.runs]  # pylint: disable=protected-access
+    found = [run._latest() for run in self.runs]
     steps = [npz_checkpoints.step_of(p) if p else 0 for p in found]
     if len(set(steps)) > 1:
       raise UserError("the seeds' runs are at different steps (" + ", ".join(
@@ -74,18 +76,18 @@ class MultiSeedRun(PretrainingLoop):
   def _restore(self, path):
     del path  # each seed's own
     for run in self.runs:
-      run._restore(run._latest())  # pylint: disable=protected-access
+      run._restore(run._latest())
 
   def _initialise(self, path):
     for run in self.runs:
-      run._initialise(path)  # pylint: disable=protected-access
+      run._initialise(path)
 
   def _commit(self, saved=False):
     for run in self.runs:
-      run._commit(saved)  # pylint: disable=protected-access
+      run._commit(saved)
 
   def _begin_step(self, step, restored=False):
-    return [run._begin_step(step, restored)  # pylint: disable=protected-access
+    return [run._begin_step(step, restored)
             for run in self.runs][0]
 
   def _start_steps(self, step):
@@ -110,21 +112,20 @@ class MultiSeedRun(PretrainingLoop):
   def _bad_weights(self):
     return [f"seed {k}: {path}" for k, run in zip(self.seeds,
                                                   self._unstacked())
-            for path in run._bad_weights()]  # pylint: disable=protected-access
+            for path in run._bad_weights()]
 
   def _save(self, step):
-    return ", ".join(run._save(step)  # pylint: disable=protected-access
-                     for run in self._unstacked())
+    return ", ".join(run._save(step) for run in self._unstacked())
 
   def _finish(self):
     for run in self._unstacked():
-      run._finish()  # pylint: disable=protected-access
+      run._finish()
 
   def _learning_rate(self):
     return self.runs[0].trainer.learning_rate(self._step())
 
   def _writers(self, name):
-    return [run._writer(name) for run in self.runs]  # pylint: disable=protected-access
+    return [run._writer(name) for run in self.runs]
 
   def evaluate(self):
     """Each seed's JaxRun.evaluate (its eval_results.json), one compiled

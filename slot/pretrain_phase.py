@@ -53,7 +53,8 @@ def pretrain_phase(args, clock, result, write):
   jax.config.update("jax_compilation_cache_dir", os.environ.get(
       "JAX_COMPILATION_CACHE_DIR") or os.path.join(tmp, "slot_jax_cache"))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-  arrays = arrays_lib.load(args.data)
+  # Its metadata and counts here; the training rows are the script's.
+  arrays = arrays_lib.load(args.data, lazy_train=True)
   clock.log(f"python {sys.version.split()[0]}, keras {keras.__version__} "
             f"({keras.backend.backend()}); arrays {args.data}: "
             f"{arrays.num_examples('train'):,} training and "
@@ -276,31 +277,33 @@ def _train_all(args, clock, units, peak, returned, write):
                 "(saved; the same command goes on from there)")
     for entry, k in zip(unit["entries"], unit["seeds"]):
       config = seed_config(base, k)
-      entry["curve"] = [
-          dict(_evaluate(config.model_dir, f"ckpt-{mark}.npz")[0], flops=mark * entry[
-              "train_flops_per_step"]) for mark in marks
-          if os.path.exists(os.path.join(config.model_dir,
-                                         f"ckpt-{mark}.npz"))]
-      _finish(args, clock, config, entry, train_s, peak, returned, write)
+      kept = [m for m in marks if os.path.exists(
+          os.path.join(config.model_dir, f"ckpt-{m}.npz"))]
+      _finish(args, clock, config, entry, train_s, peak, returned, write,
+              kept)
   return budget
 
 
-def _evaluate(model_dir, checkpoint=""):
-  """The script's held-out eval (its run class, the run's saved config)
-  of model_dir's `checkpoint` (default its latest, whose
-  eval_results.json it writes), and the precision it resolved."""
+def _evaluate(model_dir, steps):
+  """The script's held-out eval (its run class, built once, on the run's
+  saved config) of model_dir's checkpoints at `steps`, then of its latest
+  (whose eval_results.json it writes); and the precision it resolved."""
   config = PretrainingConfig(**read_saved_config(os.path.join(
       model_dir, CONFIG_FILE))[1])
   config.do_train, config.do_eval = False, True
-  config.eval_checkpoint = (os.path.join(model_dir, checkpoint) if checkpoint
-                            else "")
+  results = []
   with JaxRun(config) as run:
-    return run.evaluate(), run.precision
+    for step in steps + [None]:
+      run.config.eval_checkpoint = (
+          os.path.join(model_dir, f"ckpt-{step}.npz") if step else "")
+      results.append(run.evaluate())
+    return results, run.precision
 
 
-def _finish(args, clock, config, entry, train_s, peak, returned, write):
-  """A trained run's figures, float16 weights and held-out eval into
-  `entry`."""
+def _finish(args, clock, config, entry, train_s, peak, returned, write,
+            marks):
+  """A trained run's figures, float16 weights and held-out evals (at its
+  kept `marks` and its last step) into `entry`."""
   manifest, weights = npz_weights.read(config.model_dir)  # the script's
   step = manifest["step"]
   entry["train_s"] = train_s  # its unit's: the seeds trained together
@@ -326,8 +329,10 @@ def _finish(args, clock, config, entry, train_s, peak, returned, write):
   clock.log(f"wrote {len(paths)} files to {entry['folder']}/" + (
       " (and $OUT)" if returned else ""))
   write()
-  entry["eval"], entry["precision"] = _evaluate(config.model_dir)
-  entry["curve"].append(dict(entry["eval"], flops=entry["train_flops"]))
+  results, entry["precision"] = _evaluate(config.model_dir, marks)
+  entry["eval"] = results[-1]
+  entry["curve"] = [dict(r, flops=r["global_step"] *
+                         entry["train_flops_per_step"]) for r in results]
   clock.log(f"{entry['name']} eval ({entry['steps']} steps, "
             f"{entry['train_flops']:.3g} FLOPs): " + ", ".join(
                 f"{k} {v:.4f}" for k, v in entry["eval"].items()
