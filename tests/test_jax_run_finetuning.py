@@ -341,7 +341,12 @@ def test_multi_task_trains_every_head_and_keeps_them(data_dir, tmp_path):
   for task in ("rte", "sts"):
     assert sorted(evaluated[task]) == sorted(trial[task]), task
     # Another backend's arithmetic: a metric in percent moves by ~1e-3.
+    # Spearman is left out: a rank statistic jumps when two of these
+    # barely-trained, near-tied predictions swap (one swap of 32 moves it
+    # up to 1.2 points; CI saw 0.16). The losses pin the outputs.
     for metric, value in trial[task].items():
+      if metric == "spearman":
+        continue
       assert evaluated[task][metric] == pytest.approx(
           value, abs=1e-4 if metric == "loss" else 1e-2), (task, metric)
 
