@@ -19,6 +19,8 @@ ones run_finetuning.py prints.
 """
 
 import dataclasses
+import gzip
+import importlib
 import io
 import json
 import math
@@ -37,6 +39,7 @@ from util.errors import UserError
 
 META = "finetune.json"
 DATA = "finetune.npz"
+EXAMPLES = "finetune_examples.json.gz"  # each split's examples, for scorers
 OUTPUTS = "finetune_outputs.npz"  # a slot's dev outputs (run_gpu_slot.py)
 # The model name of the control fine-tuned from random initialisation.
 RANDOM_INIT = "random_init"
@@ -114,6 +117,14 @@ def _pack(config, tasks, featurized, vocab_size):
     entry["train_steps"] = max(1, math.ceil(
         entry["train_rows"] * entry["epochs"] / config.train_batch_size))
     entry["head"] = task.head_kind
+    # What run_finetuning.py's task_arrays needs to score (ExportedTask):
+    # the examples' class, and the featurization's metadata ("_" keys,
+    # not exported) its scorer would read.
+    example = featurized[task.name]["train"][0][0]
+    entry["example_class"] = (f"{type(example).__module__}."
+                              f"{type(example).__qualname__}")
+    entry["scorer_metadata"] = sorted(
+        k for k in featurized[task.name]["train"][1] if k.startswith("_"))
     entry["labels"] = task.head_labels()
     # Each task's own reading of the data (a tagging task's folder, its
     # default length), for scoring its outputs back on the CPU.
@@ -144,6 +155,11 @@ def export(config, tokenizer, tasks, out_dir, vocab_size):
   np.savez_compressed(buffer, **arrays)
   with storage.open_file(os.path.join(out_dir, DATA), "wb") as f:
     f.write(buffer.getvalue())
+  examples = {task: {split: [dataclasses.asdict(e) for e in pair[0]]
+                     for split, pair in splits.items()}
+              for task, splits in featurized.items()}
+  with storage.open_file(os.path.join(out_dir, EXAMPLES), "wb") as f:
+    f.write(gzip.compress(json.dumps(examples).encode(), mtime=0))
   storage.write_text_atomic(os.path.join(out_dir, META),
                      json.dumps(portable(meta), indent=2))
   return meta

@@ -13,6 +13,7 @@ import os
 from typing import Optional
 
 from finetune import data_layout
+from finetune import task_arrays
 from finetune import task_builder
 from inference.choices import ENGINES
 from inference.choices import PRECISIONS
@@ -92,6 +93,9 @@ class FinetuningConfig:
   # Holds a folder per task (rte/ or RTE/, chunk/, squad/, ...):
   # finetune/data_layout.py, docs/run_finetuning.md.
   raw_data_dir: str = ""  # tasks' folders; default DATA_DIR/finetuning_data
+  # Or the tasks' rows as arrays (prepare_gpu_slot.py --glue-dir): read
+  # without TensorFlow or the tokenizer (finetune/task_arrays.py).
+  task_arrays: str = ""
   init_checkpoint: str = ""  # default DATA_DIR/models/NAME (pretraining)
   init_from: str = "discriminator"  # or "generator" (its encoder)
   vocab_file: str = ""  # default: the pretraining run's, else DATA_DIR/vocab.txt
@@ -321,9 +325,12 @@ class FinetuningConfig:
     check_numbers(self)
     if self.do_predict:
       self._validate_predict()
-    elif not self.data_dir and not (self.raw_data_dir and self.output_dir):
-      raise UserError("--data-dir is required (or raw_data_dir and "
-                      "output_dir)")
+    elif not self.data_dir and not ((self.raw_data_dir or self.task_arrays)
+                                    and self.output_dir):
+      raise UserError("--data-dir is required (or raw_data_dir or "
+                      "task_arrays, and output_dir)")
+    if self.task_arrays:
+      task_arrays.adopt(self, FinetuningConfig())
     if not self.tasks:
       raise UserError("no task given: --task-names rte,mrpc,...")
     task_builder.check_task_names(self.tasks)

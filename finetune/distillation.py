@@ -5,8 +5,6 @@ trains on the annealed mix of gold and teacher."""
 
 import os
 
-import tensorflow as tf
-
 from finetune import bam
 from finetune.model import finetuned_model
 from finetune.model import load_finetuned
@@ -28,6 +26,8 @@ def with_teacher_weight(batch, weight):
   """A distill step's batch with the teacher's share of the target,
   1 - lambda, as a [B] feature: a tensor, so that the step's
   tf.function is traced once, not once per value."""
+  # TensorFlow only here: the JAX path imports this module without it.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   batch = dict(batch)
   batch["teacher_weight"] = tf.fill(tf.shape(batch["input_ids"])[:1],
                                     tf.cast(weight, tf.float32))

@@ -114,7 +114,7 @@ class JaxFinetuningRunner(FinetuningLoop):
           features = dict(features, teacher_outputs=teachers[task.name])
         featurized[task.name] = {"train": (examples, features)}
       data = arrays.in_memory(self.config, self.tasks, featurized,
-                              self.tokenizer.vocab_size)
+                              self.vocab_size)
       for name, info in data.meta["tasks"].items():
         print(f"{name}: {info['train_examples']} train examples, "
               f"{info['train_rows']} rows, {info['train_steps']} steps",

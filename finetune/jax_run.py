@@ -4,10 +4,11 @@
 What only the TensorFlow backend does is refused by `check`, in one line,
 before JAX loads (docs/distributed.md lists each with its reason).
 
-TensorFlow is still needed, imported late: the tokenizer is
-tensorflow_text's, and our own runs are TensorFlow checkpoints. Without it
-the JAX driver of a GPU slot (run_gpu_slot.py) takes arrays exported on a
-machine that has it (prepare_gpu_slot.py, finetune/arrays.py).
+TensorFlow is still needed to read the tasks' raw files (the tokenizer is
+tensorflow_text's) and our TensorFlow checkpoints. Without it, `task_arrays`
+reads the tasks as arrays exported on a machine that has it
+(prepare_gpu_slot.py --glue-dir; finetune/task_arrays.py), and the model
+from an .npz weights folder (the JAX pretraining's).
 """
 
 from finetune import data_layout
@@ -44,14 +45,15 @@ def _import_tensorflow():
         f"fine-tuning under KERAS_BACKEND=jax still needs TensorFlow and "
         f"tensorflow_text to read and tokenize the task ({e}); without "
         "them, export the task as arrays on a machine that has them "
-        "(prepare_gpu_slot.py, finetune/arrays.py export) and fine-tune "
-        "those with run_gpu_slot.py") from None
+        "(prepare_gpu_slot.py --glue-dir) and pass that folder as "
+        "--task-arrays") from None
 
 
 def run(config):
   """The run, as FinetuningRunner.run gives it (the summary)."""
   check(config)
-  _import_tensorflow()  # said now, before any work
+  if not config.task_arrays:  # rows featurized already: no tokenizer
+    _import_tensorflow()  # said now, before any work
   # pylint: disable-next=g-import-not-at-top
   from finetune.jax_backend import JaxFinetuningRunner
   return JaxFinetuningRunner(config).run()

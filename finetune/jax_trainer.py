@@ -46,6 +46,7 @@ from pretrain.arrays import batch_rows
 from pretrain.jax_trainer import _global_norm
 from training.jax_devices import Devices
 from training.jax_devices import fetch
+from training.precision import set_precision
 from util.errors import UserError
 
 
@@ -127,9 +128,7 @@ class JaxFinetuner:
     self.teacher_weights = np.array(
         [bam.teacher_weight(step, self.num_steps, config.teacher_annealing)
          for step in range(self.num_steps + self.chunk)], np.float32)
-    keras.mixed_precision.set_dtype_policy(
-        "mixed_bfloat16" if config.mixed_precision == "bfloat16" else
-        "float32")
+    set_precision(config.mixed_precision)
     # The steps' template (its layers; the weights go in as arguments):
     # `model`, a built FinetuningModel of the tasks (the loop's), or one
     # built here.

@@ -34,6 +34,7 @@ import numpy as np
 
 from finetune import baselines
 from finetune import preflight
+from finetune import task_arrays
 from finetune import task_builder
 from finetune.config import model_size_of
 from finetune.distillation import Teachers
@@ -56,7 +57,7 @@ from finetune.task_data import TaskData
 from finetune.trial_record import TrialRecord
 from loading import runs
 from loading.sources import find_pretrained
-from training import distribution
+from training.precision import set_precision
 from util import outputs
 from util import storage
 from util.errors import UserError
@@ -115,17 +116,25 @@ class FinetuningLoop:
       raise UserError(
           f"max_seq_length {config.max_seq_length} exceeds the model's "
           f"{self.model_config.max_position_embeddings} positions")
-    self.tokenizer = runs.load_tokenizer_for(pretrain_config, config.vocab_file,
-                                             config.data_dir)
+    # task_arrays: rows featurized already, no tokenizer (nor TensorFlow).
+    self.tokenizer = None if config.task_arrays else runs.load_tokenizer_for(
+        pretrain_config, config.vocab_file, config.data_dir)
     self.vocab_file = runs.vocab_path_for(pretrain_config, config.vocab_file,
                                           config.data_dir)
-    distribution.set_precision(config.mixed_precision)
+    set_precision(config.mixed_precision)
     self.strategy = self._devices(config)
     self.num_replicas = self.strategy.num_replicas_in_sync
     if config.train_batch_size % self.num_replicas:
       raise UserError(f"train_batch_size {config.train_batch_size} is not "
                       f"divisible by the {self.num_replicas} replicas")
     self.tasks = task_builder.get_tasks(config, self.tokenizer)
+    if config.task_arrays:
+      self.tasks, self.vocab_size = task_arrays.exported_tasks(config,
+                                                               self.tasks)
+      task_arrays.check_vocab_size(self.vocab_size, pretrain_config,
+                                   config.task_arrays)
+    else:
+      self.vocab_size = self.tokenizer.vocab_size
     self.outputs = RunOutputs(config, self.tasks)
     self.record = None  # the run's record of finished trials
     if config.do_predict:

@@ -4,7 +4,6 @@ teacher's), fed to the task's scorer."""
 import sys
 
 import numpy as np
-import tensorflow as tf
 
 from finetune import padding
 from finetune.featurization import model_inputs
@@ -83,6 +82,8 @@ class Predictor:
     traced eval step; per_row: the engine trims the batches' padding (a
     task whose outputs are per row, not per token). example: the split's
     model inputs (their keys, dtypes and shapes)."""
+    # TensorFlow only here: the JAX path imports this module without it.
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     task_name, seq_len = task.name, example["input_ids"].shape[-1]
     if self.engine.runs(rows):
       per_row = task.per_row_outputs
@@ -121,6 +122,8 @@ class Predictor:
     """The traced eval step for a task and this model's shape, made once
     (dev, test, predict files and later trials reuse it); static_length:
     traced per length (task.static_length)."""
+    # TensorFlow only here: the JAX path imports this module without it.
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     key = (task_name, model_shapes(model))
     step = self._eval_steps.get(key)
     if step is None:
@@ -148,6 +151,8 @@ class Predictor:
 def _any_length(features):
   """TensorSpecs of a batch of `features`' rows: any number of rows, and
   of any length where per token (finetune/padding.py)."""
+  # TensorFlow only here: the JAX path imports this module without it.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   ids = features["input_ids"].shape
   return {k: tf.TensorSpec((None,) + v.shape[1:-1] + (None,)
                            if padding.is_sequence(v, ids) else

@@ -117,5 +117,5 @@ def check(config, backend="tensorflow"):
     check_model_present(path)
     check_vocab_present(path, config.vocab_file, config.data_dir)
     check_positions(config, path)
-  if not config.do_predict:
+  if not config.do_predict and not config.task_arrays:  # validate read it
     data_layout.check_files(config)

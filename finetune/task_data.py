@@ -3,8 +3,6 @@ per run, and the train batches made of them."""
 
 import math
 
-import tensorflow as tf
-
 from finetune import data_layout
 from finetune import length_groups
 from finetune import padding
@@ -104,6 +102,8 @@ class TaskData:
     pipeline has nothing to tune, and freeing its iterator waited for the
     autotune thread's sleep to end (up to 60 s seen after training, gdb:
     Model::OptimizeLoop in a timed wait; docs/performance.md)."""
+    # TensorFlow only here: the JAX path imports this module without it.
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     ds = tf.data.Dataset.from_tensor_slices(features)
     ds = ds.shuffle(len(features["input_ids"]), seed=seed,
                     reshuffle_each_iteration=True).repeat()

@@ -18,7 +18,6 @@ less padding.
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from finetune import padding
 from inference.choices import AUTO_MIN_ROWS
@@ -58,6 +57,9 @@ class EngineFunction:
 
   def __init__(self, fn, precision, dynamic="batch", trim_by=None,
                min_length=1, variables=None, throughput=False):
+    # OpenVINO converts TensorFlow graphs; the JAX path imports this
+    # module without TensorFlow.
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     self._variables = None if variables is None else list(variables)
     self._values = self._variables  # whose values are compiled in
     if self._variables is None:
@@ -118,6 +120,7 @@ class EngineFunction:
   def compiled(self, features):
     """The CompiledFunction for these features' signature (made once)."""
     from inference import openvino_engine
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     key = self._signature(features)
     found = self._compiled.get(key)
     if found is None and key in self._converted:

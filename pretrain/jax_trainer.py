@@ -47,6 +47,7 @@ from pretrain.objectives import build_model
 from training import optimization
 from training.jax_devices import Devices
 from training.jax_devices import fetch
+from training.precision import set_precision
 from util.errors import UserError
 
 
@@ -75,9 +76,7 @@ class JaxTrainer:
     self.placed = Devices(devices or jax.devices(), config)
     self.devices = self.placed.devices
     self.precision = resolve_precision(config, self.devices)
-    keras.mixed_precision.set_dtype_policy(
-        {"float32": "float32", "bfloat16": "mixed_bfloat16",
-         "float16": "mixed_float16"}[self.precision])
+    set_precision(self.precision)
     self.distribution = self.placed.distribution
     keras.distribution.set_distribution(self.distribution)
     keras.utils.set_random_seed(config.seed)

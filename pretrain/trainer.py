@@ -20,6 +20,7 @@ from pretrain.objectives import build_model
 from training import checkpointing
 from training import distribution
 from training import optimization
+from training.precision import set_precision
 from training.progress import Progress as ProgressLines
 from training.step import ReplicaUpdate
 from util import storage
@@ -50,7 +51,7 @@ class Trainer(PretrainingLoop):
       self._report_corrupt_shards()
     keras.utils.set_random_seed(config.seed)  # init, dropout, sampling
     self.precision = distribution.resolve_precision(config)
-    distribution.set_precision(self.precision)
+    set_precision(self.precision)
     # A training run holds model_dir's lock until close() (or its end);
     # its config is written once the checkpoint is restored (train()).
     self.lock, self._commit = run_dir.prepare(

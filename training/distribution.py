@@ -1,6 +1,5 @@
 """tf.distribute strategy, thread and precision settings for the driver."""
 
-import keras
 import tensorflow as tf
 
 from util.errors import UserError
@@ -95,9 +94,3 @@ def resolve_precision(config):
   return "bfloat16" if cpu_has_bf16() else "float32"
 
 
-def set_precision(precision):
-  """Sets the Keras dtype policy; call before building the model."""
-  policy = {"float32": "float32", "bfloat16": "mixed_bfloat16",
-            "float16": "mixed_float16"}[precision]
-  keras.mixed_precision.set_dtype_policy(policy)
-  return policy
