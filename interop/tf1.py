@@ -5,15 +5,20 @@ generator's encoder under `generator/` (sharing `electra/embeddings` unless
 it has `generator/embeddings` of its own), heads under
 `discriminator_predictions/` (dense, dense_1) and `generator_predictions/`
 (dense, LayerNorm, output_bias). A BERT-objective run has no `generator/`:
-its masked LM is `electra/` + `generator_predictions/`.
+its masked LM is `electra/` + `generator_predictions/`. Electric's
+two-tower cloze generator (its `electric_objective`) is `generator_ltr/`
+and `generator_rtl/` (their embeddings `electra/embeddings`) and
+`cloze_predictions/` (dense, LayerNorm, output_bias).
 """
 
 import re
 
 import numpy as np
 
+from interop.weights import CLOZE
 from interop.weights import DISCRIMINATOR
 from interop.weights import GENERATOR
+from interop.weights import model_roles
 from interop.weights import role_slots
 from util.errors import UserError
 
@@ -55,6 +60,11 @@ def role_weights(shapes, reader):
   if "generator_predictions/output_bias" in names:
     roles[GENERATOR] = "generator" if has_gen_encoder else "electra"
   out, used = {}, set()
+  cloze = {_cloze_name(n): reader.get_tensor(n) for n in names
+           if n.startswith(CLOZE_SCOPES)}
+  if cloze:
+    out[CLOZE] = cloze
+    used.update(n for n in names if n.startswith(CLOZE_SCOPES))
   for role, scope in roles.items():
     named = {}
     for name in names:
@@ -101,6 +111,27 @@ def _inverse(name, scope):
   return name.replace("/", ".")
 
 
+CLOZE_SCOPES = ("generator_ltr/", "generator_rtl/", "cloze_predictions/")
+TOWERS = {"l2r": "generator_ltr", "r2l": "generator_rtl"}
+
+
+def _cloze_name(name):
+  """The release's two-tower name -> ours (interop/weights.py CLOZE)."""
+  for ours, scope in TOWERS.items():
+    if name.startswith(scope + "/"):
+      return f"{ours}." + _inverse(name, scope)
+  return _inverse(name.replace("cloze_predictions/", "generator_predictions/"),
+                  "electra").replace("generator_", "cloze_")
+
+
+def _release_cloze_name(ours):
+  tower, _, rest = ours.partition(".")
+  if tower in TOWERS:
+    return release_name(rest, TOWERS[tower])
+  return release_name(ours.replace("cloze_", "generator_"), "electra").replace(
+      "generator_predictions/", "cloze_predictions/")
+
+
 def release_name(ours, scope):
   """Our name (interop/weights.py) -> the release's under `scope`; the
   inverse of _inverse."""
@@ -121,12 +152,15 @@ def release_weights(model):
   in its layout (this module's docstring), which role_weights reads back.
   A generator beside a discriminator is `generator/`, sharing
   `electra/embeddings` when ours shares them (the release's default)."""
-  roles = model.networks()
+  roles = model_roles(model)
+  cloze = ({_release_cloze_name(s.name): s.value()
+            for s in role_slots(model, CLOZE)} if CLOZE in roles else {})
   if DISCRIMINATOR not in roles:  # BERT, SCRIPT: the masked LM is electra/
     return {release_name(s.name, "electra"): s.value()
             for s in role_slots(model, GENERATOR)}
   disc = role_slots(model, DISCRIMINATOR)
-  out = {release_name(s.name, "electra"): s.value() for s in disc}
+  out = dict({release_name(s.name, "electra"): s.value() for s in disc},
+             **cloze)
   if GENERATOR not in roles:
     return out
   tables = {s.name: s for s in disc

@@ -96,7 +96,46 @@ def masked_lm_head_slots(head):
           [Slot("generator_lm_head.bias", head.output_bias)])
 
 
+# Electric's two-tower cloze generator (Electric section 2.4): no format
+# but the TF1 release's names it, so it is a role of its own, not a
+# network: `l2r.` and `r2l.` towers (the discriminator's embeddings
+# shared, so not theirs) and the `cloze_predictions.` head.
+CLOZE = "cloze"
+
+
+def cloze_generator(model):
+  """The model's TwoTowerGenerator, or None."""
+  generator = getattr(getattr(model, "pair", None), "generator", None)
+  return generator if getattr(generator, "kind", "") == "two_tower" else None
+
+
+def model_roles(model):
+  """The roles a model's weights are exported and imported under."""
+  roles = list(model.networks())
+  return roles + [CLOZE] if cloze_generator(model) is not None else roles
+
+
+def _cloze_slots(model):
+  towers = cloze_generator(model)
+  shared = {id(s.variable) for s in encoder_slots(model.networks()[
+      DISCRIMINATOR][0]) if s.name.startswith("electra.embeddings.")}
+  slots = []
+  for tower in (towers.l2r, towers.r2l):
+    for s in encoder_slots(tower, f"{tower.name}.electra."):
+      if ".embeddings." not in s.name:
+        slots.append(s)
+      elif id(s.variable) not in shared:
+        raise UserError("this Electric model's cloze towers have their own "
+                        "embeddings: the layout of roles holds the "
+                        "discriminator's shared ones only")
+  return slots + [dataclasses.replace(s, name=s.name.replace(
+      "generator_", "cloze_")) for s in masked_lm_head_slots(
+          towers.predictions)]
+
+
 def role_slots(model, role):
+  if role == CLOZE:
+    return _cloze_slots(model)
   encoder, head = model.networks()[role]
   slots = encoder_slots(encoder)
   if isinstance(head, DiscriminatorHead):
@@ -121,7 +160,7 @@ def import_weights(model, weights_by_role, source="the checkpoint",
   if missing:
     raise UserError(f"{source} holds no {' or '.join(missing)} (it has: "
                     f"{', '.join(weights_by_role) or 'nothing'})")
-  have = model.networks()
+  have = model_roles(model)
   problems, plan = [], []
   # The generator first: a GDES discriminator's tables are offsets from
   # the shared ones, which the generator's weights set.

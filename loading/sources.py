@@ -31,6 +31,7 @@ from interop import npz_weights
 from interop import tf1
 from interop.keras_archive import load_keras
 from interop.savedmodel import read_weights
+from interop.weights import CLOZE
 from interop.weights import DISCRIMINATOR
 from interop.weights import GENERATOR
 from interop.weights import export_weights
@@ -151,11 +152,19 @@ def _keras_hub_source(path):
 
 def _tf1_source(prefix, shapes, reader):
   named = tf1.role_weights(shapes, reader)
-  fields = {role: tf1.architecture(w) for role, w in named.items()}
+  fields = {role: tf1.architecture(w) for role, w in named.items()
+            if role != CLOZE}
+  if CLOZE in named:  # the generator's sizes are a tower's
+    tower = {n[len("l2r."):]: w for n, w in named[CLOZE].items()
+             if n.startswith("l2r.")}
+    tower.update((n, w) for n, w in named[DISCRIMINATOR].items()
+                 if n.startswith("electra.embeddings."))
+    fields[GENERATOR] = tf1.architecture(tower)
   shared = not any(n.startswith("generator/embeddings/") for n in shapes)
   vocab = os.path.join(os.path.dirname(prefix), "vocab.txt")
   pretrain_config = architecture_config(
-      fields, shared, vocab if storage.exists(vocab) else "", True)
+      fields, shared, vocab if storage.exists(vocab) else "", True,
+      two_tower=CLOZE in named)
   return Source("tf1", prefix, pretrain_config, lambda: named)
 
 
@@ -201,11 +210,14 @@ def _shared_embeddings(named):
   return all(k in gen and np.array_equal(disc[k], gen[k]) for k in keys)
 
 
-def architecture_config(fields, shared_embeddings, vocab_file, do_lower_case):
+def architecture_config(fields, shared_embeddings, vocab_file, do_lower_case,
+                        two_tower=False):
   """A PretrainingConfig with the architecture of networks whose
   TransformerConfig fields are `fields` {role: {...}}: an ELECTRA model
   when there is a discriminator (its generator's size as multipliers),
-  else a masked LM."""
+  else a masked LM; two_tower: Electric, the generator a tower (the
+  release's electric_objective; its ablation ELECTRA-TT saves the same
+  variables)."""
   disc, gen = fields.get(DISCRIMINATOR), fields.get(GENERATOR)
   main = disc or gen
   values = dict(
@@ -229,6 +241,8 @@ def architecture_config(fields, shared_embeddings, vocab_file, do_lower_case):
         generator_layers=(gen["num_hidden_layers"] /
                           disc["num_hidden_layers"]),
         weight_sharing="embeddings" if shared_embeddings else "none")
+  if two_tower:
+    values.update(objective="electric", two_tower_generator=True)
   pretrain_config = PretrainingConfig(**values)
   pretrain_config.resolve()
   return pretrain_config
