@@ -28,7 +28,9 @@ STATED = ("ours disc_auc outside at 500", "ours disc_auc outside at 2500",
           "evaluators' offset over mask seeds on the original's rows "
           "ours_origorder_fp32_seed1",
           "ours sts 0.0003 interval", "ours_orighead sts 0.0003 interval",
-          "ours_orighead sts 0.001 interval")
+          "ours_orighead sts 0.001 interval",
+          "electric evaluator offset seed 2",
+          "electric original's evaluator seed 2 inside at 4000")
 
 
 def test_the_readme_says_each_figure_the_records_give():

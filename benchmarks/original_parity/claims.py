@@ -129,6 +129,33 @@ def figures(records=RECORDS):
       ci = stats.ttest_ind(ours, original,
                            equal_var=False).confidence_interval()
       out[f"{side} {task} {lr:g} interval"] = f"[{ci.low:.1f}, {ci.high:+.1f}]"
+  out.update(_electric(os.path.join(records, "electric")))
+  return out
+
+
+def _electric(folder):
+  """Electric (issue 68): each of our seeds' last weights under the
+  original's evaluator (orig_eval/) against its own eval, and how many of
+  the plan's metrics then fall inside the original's seed range."""
+  theirs = collect_parity.read_pretraining(folder, "orig_eval").get("ours")
+  if not theirs:
+    return {}
+  with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                         "plan_electric.json")) as f:
+    metrics = [tuple(m) for m in json.load(f)["eval_metrics"]]
+  runs = collect_parity.read_pretraining(folder)
+  out = {}
+  for seed, run in sorted(theirs.items()):
+    last = run["eval"][STEP]
+    offset = (last["masked_lm_loss"] -
+              runs["ours"][seed]["eval"][STEP]["masked_lm_loss"])
+    out[f"electric evaluator offset seed {seed}"] = f"{offset:+.3f}"
+    inside = [m for m in metrics if not outside(
+        [collect_parity.value("original", last, m)],
+        [collect_parity.value("original", r["eval"][STEP], m)
+         for r in runs["original"].values()])]
+    out[f"electric original's evaluator seed {seed} inside at {STEP}"] = (
+        f"{len(inside)} of {len(metrics)}")
   return out
 
 

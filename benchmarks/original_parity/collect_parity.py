@@ -233,7 +233,7 @@ def cross_eval_table(records, runs):
   return lines
 
 
-def original_evaluator_table(records, runs):
+def original_evaluator_table(records, runs, metrics=EVAL_METRICS):
   """Our runs' checkpoints under the original's evaluator (RECORDS/
   orig_eval/, run_parity.py orig_eval) beside the original's runs under
   it, at every step: one evaluator, and per seed the same eval masks."""
@@ -255,7 +255,7 @@ def original_evaluator_table(records, runs):
               "the same seed. Mean [min, max] over seeds; per seed, ours - "
               "original on the same masks; paired t-test (scipy) at the "
               "last step."]
-    for metric in EVAL_METRICS:
+    for metric in metrics:
       key, title, _ = metric
       lines += ["", f"*{title}* (`{key}`)", "",
                 "| step | original | ours | - original | per seed | "
@@ -405,7 +405,7 @@ def main(argv=None):
     lines += ["## Pretraining", ""]
     lines += pretraining_table(runs, plan["sides_note"], metrics)
     lines += cross_eval_table(args.records, runs)
-    lines += original_evaluator_table(args.records, runs)
+    lines += original_evaluator_table(args.records, runs, metrics)
     lines += ["", "![curves](pretrain_curves.png)"]
   if scores:  # a plan with fine-tuning runs (the Electric plan has none)
     floors_path = os.path.join(args.records, "finetune", "baselines.json")
