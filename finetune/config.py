@@ -117,6 +117,10 @@ class FinetuningConfig:
   # default OUTPUT_DIR/<task>_<predict file's name>_predictions.<ext>
   predict_output: str = ""
   num_trials: int = 1  # seeds; median, mean and std of each metric reported
+  # Also each trial's dev outputs (its heads' NumPy outputs, a row per dev
+  # row) in OUTPUT_DIR/<task>_dev_outputs_trial<k>.npz, to score elsewhere
+  # (the GPU slot's, by collect_gpu_slot.py).
+  write_dev_outputs: bool = False
   seed: int = 1234
   debug: bool = False  # a few examples and steps, for trying things out
   train_examples_limit: int = 0  # 0 = all (for quick runs / tests)

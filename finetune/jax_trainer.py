@@ -3,16 +3,14 @@ losses and optimizer under KERAS_BACKEND=jax, fed from finetune/arrays.py.
 
 What it shares with the TensorFlow runner (finetune/trainer.py): the
 FinetuningModel (finetune/model.py: the encoder and the task's own head and
-loss), `set_encoder_weights`, the optimizer (finetune/optimization.py:
+loss), the optimizer (finetune/optimization.py:
 AdamW, layer-wise decay, warmup then linear decay), global-norm clipping,
 the mean per-row loss, train steps from rows x epochs / batch, a new
-permutation of the rows each epoch, and (on the CPU, finetune/arrays.py
-`score`) the task's scorer. What it does its own way, as JAX wants it: one
+permutation of the rows each epoch. What it does its own way, as JAX wants it: one
 jitted call runs `chunk` train steps (lax.scan of value_and_grad of
 `stateless_call` and the optimizer's `stateless_apply`; the steps past the
-trial's last one, in its last chunk, leave the state as it was), one jitted
-predict step; both per task, traced once and reused by every trial and
-every pretrained encoder of the same shape (the state goes in and out as
+trial's last one, in its last chunk, leave the state as it was) per task,
+traced once and reused by every trial (the state goes in and out as
 arguments); the rows stay on the device and a call is handed only its
 batches' indices. Data parallel over `devices` when there are several
 (keras.distribution.DataParallel, as pretraining: the state and the rows
@@ -39,9 +37,7 @@ from finetune import length_groups
 from finetune import padding
 from finetune import task_order
 from finetune.model import FinetuningModel
-from finetune.model import set_encoder_weights
 from finetune.optimization import create_optimizer
-from interop.weights import encoder_slots
 from pretrain.arrays import batch_rows
 from pretrain.jax_trainer import _global_norm
 from training.jax_devices import Devices
@@ -90,10 +86,9 @@ class TaskRows:
 
 
 class JaxFinetuner:
-  """The tasks' jitted train steps and the first task's predict step over
-  their TaskArrays; `fit` fine-tunes a model with one seed, `trial`
-  fine-tunes given encoder weights and returns the first task's dev
-  outputs (a GPU slot's tasks are one a finetuner)."""
+  """The tasks' jitted train steps over their TaskArrays; `fit`
+  fine-tunes a model with one seed (the fine-tuning loop's, which
+  predicts with its own jitted step: finetune/jax_backend.py)."""
 
   def __init__(self, config, model_config, tasks, data, devices=None,
                log=print, chunk=None, model=None):
@@ -149,10 +144,6 @@ class JaxFinetuner:
     self.initial_opt = [np.asarray(v.value) for v in self.optimizer.variables]
     self._train_fn = jax.jit(self._train_chunk, donate_argnums=0,
                              static_argnums=(1, 4))
-    self._predict_fn = jax.jit(self._predict_step, static_argnums=3)
-    # A model per trial seed (`trial`); a template given is not one.
-    self._seeded = {} if model is not None else {config.seed: self.model}
-    self.kept = None  # the last trained model (trial's keep_weights)
 
   def _put(self, value):
     return self.placed.put(value)
@@ -167,12 +158,6 @@ class JaxFinetuner:
       one = {k: v[:1] for k, v in inputs.batch_numpy("train", [0]).items()}
       model(one, task_name=name, training=False)
     return model
-
-  def initial_encoder_weights(self, seed):
-    """{name: array} of a fresh model's encoder built with `seed`: the
-    control fine-tuned from random initialisation (slot/control.py)."""
-    return {slot.name: np.asarray(slot.value())
-            for slot in encoder_slots(self._new_model(seed).encoder)}
 
   # ------------------------------------------------------------- steps
   def _train_step(self, state, name, rows, length, teacher_weight=None):
@@ -219,13 +204,6 @@ class JaxFinetuner:
       return state, loss
     return jax.lax.scan(body, state, (rows, valid, weights))
 
-  def _predict_step(self, trainable, fixed, rows, length):
-    features = self.placed.split(self.first.features("dev", rows, length))
-    (loss, outputs), _ = self.model.stateless_call(
-        trainable, fixed, features, task_name=self.task.name,
-        training=False)
-    return dict(outputs, loss=loss)
-
   def _state(self, model):
     """Fresh device copies (the train step donates them)."""
     def put(values):
@@ -233,21 +211,6 @@ class JaxFinetuner:
     return (put(v.value for v in model.trainable_variables),
             put(v.value for v in model.non_trainable_variables),
             put(self.initial_opt))
-
-  # ----------------------------------------------------------- compile
-  def lower(self, chunk=None):
-    """The first task's steps traced and lowered ({"train", "eval"});
-    their .compile() may run in threads (slot/measure.py compile_all)."""
-    del chunk
-    state = self._state(self.model)
-    rows, valid, weights = self._chunk_rows(np.zeros(
-        (1, self.config.train_batch_size), np.int32), 0)
-    eval_rows = self._put(np.zeros(self.config.eval_batch_size, np.int32))
-    seq_len = self.first.seq_len
-    return {"train": self._train_fn.lower(state, self.task.name, rows, valid,
-                                          seq_len, weights),
-            "eval": self._predict_fn.lower(state[0], state[1], eval_rows,
-                                           seq_len)}
 
   def _chunk_rows(self, rows, first):
     """A call's rows [n <= chunk, B] (padded with their first to the
@@ -259,17 +222,6 @@ class JaxFinetuner:
       rows = np.concatenate([rows, np.resize(rows[:1], (
           self.chunk - len(rows),) + rows.shape[1:])])
     return self._put(rows), self._put(valid), self._put(weights)
-
-  def install(self, chunk, compiled):
-    """The first task's steps `lower` made, compiled: at seq_len (no
-    batch cut)."""
-    del chunk
-    train, predict = compiled["train"], compiled["eval"]
-    self.first.multiple = 0
-    self._train_fn = lambda state, _, rows, valid, __, weights: train(
-        state, rows, valid, weights)
-    self._predict_fn = lambda trainable, fixed, rows, _: predict(
-        trainable, fixed, rows)
 
   # ------------------------------------------------------------ trials
   def fit(self, model, seed):
@@ -338,36 +290,3 @@ class JaxFinetuner:
     tail = max(1, len(losses) // 10)
     return {"steps": self.num_steps, "train_s": train_s,
             "final_loss": float(losses[-tail:].mean())}
-
-  def trial(self, encoder_weights, seed, keep_weights=False):
-    """Fine-tunes from `encoder_weights` ({name: array}) with `seed`;
-    returns (dev outputs {key: array, one row per dev row}, a summary).
-    keep_weights: the trained weights are assigned to the seed's model,
-    left in `self.kept` (a run that keeps its best model saves it); a
-    later trial of that seed builds its start afresh."""
-    config = self.config
-    if seed not in self._seeded:  # built once, reused by every encoder
-      self._seeded[seed] = self._new_model(seed)
-    model = self._seeded[seed]
-    set_encoder_weights(model.encoder, encoder_weights)
-    state, losses, train_s = self._train(self._state(model), seed)
-    trainable, fixed, _ = state
-    n, batch = self.first.rows["dev"], config.eval_batch_size
-    collected = []
-    for begin in range(0, n, batch):
-      rows = np.arange(begin, begin + batch) % n  # the last batch wraps
-      out = jax.device_get(self._predict_fn(
-          trainable, fixed, self._put(rows.astype(np.int32)),
-          self.first.length("dev", rows)))
-      out = padding.padded_back(out, self.task.per_token_outputs,
-                                self.first.seq_len)
-      keep = min(batch, n - begin)
-      collected.append({k: np.asarray(v)[:keep] for k, v in out.items()})
-    outputs = {k: np.concatenate([c[k] for c in collected])
-               for k in collected[0]}
-    if keep_weights:
-      self._seeded.pop(seed)
-      self._assign(model, state)
-      self.kept = model
-    return outputs, dict(self._summary(losses, train_s),
-                         dev_loss=float(outputs["loss"].mean()))

@@ -28,6 +28,7 @@ distillation.py (BAM's teacher outputs, dissertation chapter 3).
 
 import json
 import os
+import time
 
 import keras
 import numpy as np
@@ -119,8 +120,9 @@ class FinetuningLoop:
     # task_arrays: rows featurized already, no tokenizer (nor TensorFlow).
     self.tokenizer = None if config.task_arrays else runs.load_tokenizer_for(
         pretrain_config, config.vocab_file, config.data_dir)
-    self.vocab_file = runs.vocab_path_for(pretrain_config, config.vocab_file,
-                                          config.data_dir)
+    self.vocab_file = config.vocab_file if config.task_arrays else (
+        runs.vocab_path_for(pretrain_config, config.vocab_file,
+                            config.data_dir))
     set_precision(config.mixed_precision)
     self.strategy = self._devices(config)
     self.num_replicas = self.strategy.num_replicas_in_sync
@@ -231,13 +233,21 @@ class FinetuningLoop:
     model = self._build(seed)
     results = {}
     if config.do_train:
-      self.train(model, seed)
+      began = time.time()
+      train_loss = self.train(model, seed)
+      # What the trial's training did, beside its dev results.
+      self.record.data.setdefault("training", [])[trial - 1:] = [
+          {"train_loss": train_loss, "train_seconds": time.time() - began}]
     for task in self.tasks:
       if config.do_eval:
         scorer, loss = self.predictor.predict(model, task, "dev")
         results[task.name] = dict(scorer.get_results(), loss=loss)
         self._write_predictions(
             scorer, self.outputs.prediction_path(task, "dev", trial))
+        if config.write_dev_outputs and self.is_chief:
+          path = self.outputs.dev_outputs_path(task, trial)
+          outputs.write_atomic(path, lambda f, s=scorer: np.savez_compressed(
+              f, **s.collected()), binary=True)
       if config.write_test_outputs:
         scorer, _ = self.predictor.predict(model, task, "test")
         self._write_predictions(

@@ -115,7 +115,8 @@ def check(config, backend="tensorflow"):
   if find_finetuned(config) is None:
     path = config.init_checkpoint or run_path(config)
     check_model_present(path)
-    check_vocab_present(path, config.vocab_file, config.data_dir)
+    if not config.task_arrays:  # its vocabulary: the export's (adopt)
+      check_vocab_present(path, config.vocab_file, config.data_dir)
     check_positions(config, path)
   if not config.do_predict and not config.task_arrays:  # validate read it
     data_layout.check_files(config)

@@ -45,16 +45,25 @@ class RunOutputs:
       path = f"{stem}_{n}{task.predictions_ext}"
     return path
 
+  def dev_outputs_path(self, task, trial):
+    """Trial `trial`'s dev outputs (write_dev_outputs)."""
+    return os.path.join(self.config.output_dir,
+                        f"{task.name}_dev_outputs_trial{trial}.npz")
+
   def planned(self):
     """Every prediction file this run will write."""
     config = self.config
     splits = (["dev"] if config.do_eval else []) + (
         ["test"] if config.write_test_outputs else [])
-    return [f for trial in range(1, config.num_trials + 1)
+    trials = range(1, config.num_trials + 1)
+    return [f for trial in trials
             for task in self.tasks
             for split in splits
             for f in task.output_files(self.prediction_path(task, split,
-                                                            trial))]
+                                                            trial))] + [
+                self.dev_outputs_path(task, trial) for trial in trials
+                for task in self.tasks
+                if config.write_dev_outputs and config.do_eval]
 
   def distill_output_path(self, task):
     """OUTPUT_DIR/distill/<task>.npz: a teacher's outputs (BAM)."""

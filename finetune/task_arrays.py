@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from util import storage
+from util.paths import located
 from util.errors import UserError
 
 # The settings the export featurized the rows with.
@@ -67,6 +68,13 @@ def adopt(config, defaults):
     raise UserError(f"task_arrays: teacher {npz[0]} is a model, which would"
                     " featurize the rows again: give its outputs' .npz")
   saved = meta["config"]
+  # The export's vocabulary (its ids): a kept model carries a copy.
+  config.vocab_file = config.vocab_file or located(saved["vocab_file"])
+  if (config.do_train and config.keep_model != "none" and
+      not storage.exists(config.vocab_file)):
+    raise UserError(f"vocab file not found: {config.vocab_file} (the "
+                    "export's), which a kept model carries: pass "
+                    "--vocab-file, or keep_model none")
   for key in FEATURIZATION:
     value = getattr(config, key)
     if value != saved[key] and value != getattr(defaults, key):

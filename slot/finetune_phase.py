@@ -1,22 +1,33 @@
-"""The slot's fine-tuning: each model on each task, seed by seed."""
+"""The slot's fine-tuning through run_finetuning.py (its JAX path, the
+tasks read as the exported arrays: --task-arrays): each model on each
+task, seed by seed while time is left."""
 
 import dataclasses
+import json
 import os
+import tempfile
 import time
 
 import jax
+import keras
 import numpy as np
 
+import run_finetuning
 from finetune import arrays as ft_arrays
-from finetune import task_builder
-from finetune.jax_trainer import JaxFinetuner
-from finetune.model import model_config_for
-from finetune.model import pretrained_encoder_weights
-from loading.sources import find_pretrained
-from slot.control import control_config
+from interop import npz_weights
+from interop.weights import DISCRIMINATOR
+from interop.weights import export_weights
 from slot.control import control_name
-from slot.measure import compile_all
+from slot.control import control_pretrain_config
 from util.errors import UserError
+
+# The export's settings that are not the script's hparams: paths, what
+# to run, and what the export fixed (task_arrays reads those itself).
+NOT_PASSED = ("data_dir", "model_name", "task_names", "raw_data_dir",
+              "task_arrays", "init_checkpoint", "vocab_file", "output_dir",
+              "predict_file", "predict_output", "num_trials", "overwrite",
+              "max_seq_length", "do_predict", "write_test_outputs",
+              "write_dev_outputs", "keep_model")
 
 
 def finetune_phase(args, clock, result, write, models):
@@ -24,88 +35,90 @@ def finetune_phase(args, clock, result, write, models):
   fine-tuning arrays, --finetune-seeds seeds, seed-major while time is
   left; dev outputs to $OUT/finetune_outputs.npz, figures to slot.json."""
   data = ft_arrays.load(args.finetune_data)
-  config = data.config
   device = jax.devices()[0]
   result.setdefault("device", device.device_kind)
   result.setdefault("platform", device.platform)
   result.setdefault("jax", jax.__version__)
-  config.mixed_precision = ("bfloat16" if args.precision == "auto" and
-                            device.platform != "cpu" else
-                            "float32" if args.precision == "auto" else
-                            args.precision)
-  tasks = task_builder.get_tasks(config, None)
+  precision = ("bfloat16" if args.precision == "auto" and
+               device.platform != "cpu" else
+               "float32" if args.precision == "auto" else args.precision)
+  tasks = list(data.task_names)
   if args.finetune_tasks:
     wanted = args.finetune_tasks.split(",")
-    unknown = sorted(set(wanted) - {t.name for t in tasks})
+    unknown = sorted(set(wanted) - set(tasks))
     if unknown:
       raise UserError(f"--finetune-tasks: {', '.join(unknown)} not in the "
-                      f"fine-tuning arrays ({', '.join(data.task_names)})")
-    tasks = [t for t in tasks if t.name in wanted]
-  for task in tasks:
-    task.restore_labels(data.meta["tasks"][task.name]["labels"])
-  encoders, shapes = {}, {}
-  for name, path in models.items():
-    pretrained = find_pretrained(path)
-    model_config = model_config_for(pretrained, config)
-    encoders[name] = pretrained_encoder_weights(pretrained, config)
-    shapes[name] = model_config
-  models = list(models)
+                      f"fine-tuning arrays ({', '.join(tasks)})")
+    tasks = [t for t in tasks if t in wanted]
+  work = os.path.join(tempfile.gettempdir(), "slot_finetune")
+  models = dict(models)
   if args.random_init_control:
-    control = control_name(args)
-    shapes[control] = control_config(args, config, data.meta["vocab_size"])
-    models.append(control)
-  # One compiled step per task and encoder shape (BERT-Small and
-  # ELECTRA-Small's discriminator share one).
-  distinct = {}
-  for name, model_config in shapes.items():
-    distinct.setdefault(repr(dataclasses.asdict(model_config)),
-                        (name, model_config))
-  finetuners = {}
-  for key, (_, model_config) in distinct.items():
-    for task in tasks:
-      finetuners[(key, task.name)] = JaxFinetuner(
-          config, model_config, [task], data, device, clock.log,
-          chunk=args.finetune_chunk)
-  if args.random_init_control:  # its encoder as a fresh model builds it
-    key = repr(dataclasses.asdict(shapes[control]))
-    first = finetuners[(key, tasks[0].name)]
-    encoders[control] = first.initial_encoder_weights(config.seed)
-  steps = {t.name: data.meta["tasks"][t.name]["train_steps"] for t in tasks}
-  clock.log(f"fine-tuning {', '.join(models)} on "
-            f"{', '.join(t.name for t in tasks)} "
-            f"({config.mixed_precision}, {args.finetune_seeds} seeds, "
+    name = control_name(args)
+    models[name] = _control_weights(args, data, os.path.join(work, name))
+  hparams = {k: v for k, v in dataclasses.asdict(data.config).items()
+             if k not in NOT_PASSED}
+  hparams.update(mixed_precision=precision, write_dev_outputs=True,
+                 keep_model="none")
+  steps = {t: data.meta["tasks"][t]["train_steps"] for t in tasks}
+  clock.log(f"fine-tuning {', '.join(models)} on {', '.join(tasks)} with "
+            f"run_finetuning.py ({precision}, {args.finetune_seeds} seeds, "
             f"steps {steps})")
-  labelled = {(task if len(distinct) == 1 else f"{task}{i}"): f
-              for i, ((_, task), f) in enumerate(finetuners.items())}
-  result["finetune_compile"] = compile_all(labelled, 0, clock)
   entries = result["finetune"] = []
   outputs = {}
   deadline = clock.start + args.time_limit - 10
   per_trial = {}
-  for seed_index in range(args.finetune_first_seed - 1, args.finetune_seeds):
-    seed = config.seed + seed_index
-    for name in models:
-      key = repr(dataclasses.asdict(shapes[name]))
+  for index in range(args.finetune_first_seed - 1, args.finetune_seeds):
+    seed = data.config.seed + index
+    for name, weights in models.items():
       for task in tasks:
-        guess = per_trial.get(task.name, 0.0)
+        guess = per_trial.get(task, 0.0)
         if time.time() + guess > deadline:
-          clock.log(f"skipping {name} {task.name} seed {seed}: "
-                    f"{guess:.0f} s would pass the time limit")
+          clock.log(f"skipping {name} {task} seed {seed}: {guess:.0f} s "
+                    "would pass the time limit")
           continue
         began = time.time()
-        out, summary = finetuners[(key, task.name)].trial(encoders[name],
-                                                          seed)
-        per_trial[task.name] = max(guess, time.time() - began)
-        for k, v in out.items():
-          outputs[f"{name}/{task.name}/{seed}/{k}"] = v
-        entries.append({"model": name, "task": task.name, "seed": seed,
-                        "trial_s": time.time() - began, **summary})
-        clock.log(f"{name} {task.name} seed {seed}: {summary['steps']} "
-                  f"steps in {summary['train_s']:.1f} s, loss "
-                  f"{summary['final_loss']:.4f}, dev loss "
-                  f"{summary['dev_loss']:.4f}")
+        folder = os.path.join(work, name, task)
+        # num_trials index + 1: the record's earlier trials stand, so the
+        # script trains trial index + 1 alone (its seed: seed + index).
+        run_finetuning.main([
+            "--task-arrays", args.finetune_data, "--task-names", task,
+            "--init-checkpoint", weights, "--output-dir", folder,
+            "--hparams", json.dumps(dict(hparams, num_trials=index + 1))])
+        trial_s = time.time() - began
+        per_trial[task] = max(guess, trial_s)
+        with open(os.path.join(folder, f"{task}_trials.json")) as f:
+          record = json.load(f)
+        dev, trained = record["trials"][index][task], record["training"][index]
+        with np.load(os.path.join(
+            folder, f"{task}_dev_outputs_trial{index + 1}.npz")) as found:
+          for key in found.files:
+            outputs[f"{name}/{task}/{seed}/{key}"] = found[key]
+        entries.append({"model": name, "task": task, "seed": seed,
+                        "trial_s": trial_s, "steps": steps[task],
+                        "train_s": trained["train_seconds"],
+                        "final_loss": trained["train_loss"],
+                        "dev_loss": dev["loss"]})
+        clock.log(f"{name} {task} seed {seed}: {steps[task]} steps in "
+                  f"{trained['train_seconds']:.1f} s, loss "
+                  f"{trained['train_loss']:.4f}, dev loss {dev['loss']:.4f}")
     np.savez_compressed(os.path.join(args.out, ft_arrays.OUTPUTS), **outputs)
     write()
-  result["finetune_config"] = dataclasses.asdict(config)
+  result["finetune_config"] = dict(dataclasses.asdict(data.config),
+                                   mixed_precision=precision)
   write()
   return result
+
+
+def _control_weights(args, data, folder):
+  """The control's encoder as initialised (the fine-tuning seed's draw),
+  an .npz weights folder the script starts from."""
+  # pylint: disable-next=g-import-not-at-top
+  from pretrain.objectives import build_model
+  config = control_pretrain_config(args, data.meta["vocab_size"])
+  keras.utils.set_random_seed(data.config.seed)
+  model = build_model(config)
+  model.build_variables()
+  npz_weights.write(folder, {DISCRIMINATOR: export_weights(
+      model, DISCRIMINATOR)}, json.loads(json.dumps(dataclasses.asdict(
+          config))))
+  return folder

@@ -1,12 +1,10 @@
-"""The PyTorch baseline, and the fine-tuning steps compiled at once."""
+"""The PyTorch baseline: transformers' ELECTRA step, timed beside ours."""
 
-from concurrent import futures
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
 from slot import ROOT
 
@@ -39,34 +37,3 @@ def hf_baseline(args, clock):
       return {"error": f"exit {done.returncode}: {lines[-1][:300]}"}
     with open(out) as f:
       return json.load(f)
-
-
-def compile_all(trainers, chunk, clock):
-  """Each trainer's train chunk and eval step, traced here in turn and
-  compiled in parallel threads (XLA compiles without the GIL); on any
-  failure the steps compile on their first call instead."""
-  start = time.time()
-  lowered = {(name, kind): step for name, trainer in trainers.items()
-             for kind, step in trainer.lower(chunk).items()}
-  traced = time.time() - start
-
-  def compile_one(step):
-    began = time.time()
-    return step.compile(), time.time() - began
-
-  try:
-    with futures.ThreadPoolExecutor(len(lowered)) as pool:
-      done = dict(zip(lowered, pool.map(compile_one, lowered.values())))
-  except Exception as e:  # pylint: disable=broad-except
-    clock.log(f"parallel compile failed ({type(e).__name__}: "
-              f"{str(e)[:200]}); compiling on first use")
-    return {"error": str(e)[:500], "trace_s": traced}
-  for name, trainer in trainers.items():
-    trainer.install(chunk, {kind: done[(name, kind)][0]
-                            for kind in ("train", "eval")})
-  seconds = {f"{name}_{kind}": round(t, 1)
-             for (name, kind), (_, t) in done.items()}
-  wall = time.time() - start
-  clock.log(f"traced in {traced:.0f} s, compiled in parallel in "
-            f"{wall - traced:.0f} s: {seconds}")
-  return {"trace_s": traced, "wall_s": wall, "compile_s": seconds}

@@ -47,12 +47,6 @@ def pretrain_phase(args, clock, result, write):
   """The baseline, the bf16 peak, each unit's speed, then the runs trained
   at equal FLOPs; the figures into `result`, written as they come."""
   tmp = tempfile.gettempdir()
-  # Before JAX's first compile: the script's runs reuse each other's
-  # compiled steps (the timing run's are the training run's: the
-  # schedule's lengths are traced).
-  jax.config.update("jax_compilation_cache_dir", os.environ.get(
-      "JAX_COMPILATION_CACHE_DIR") or os.path.join(tmp, "slot_jax_cache"))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
   # Its metadata and counts here; the training rows are the script's.
   arrays = arrays_lib.load(args.data, lazy_train=True)
   clock.log(f"python {sys.version.split()[0]}, keras {keras.__version__} "

@@ -5,6 +5,7 @@ import os
 import sys
 import tempfile
 
+import jax
 import keras
 
 from slot.clock import Clock
@@ -42,6 +43,13 @@ def main(args):
 
 
 def run(args, clock, result, write):
+  # Before JAX's first compile: the scripts' runs reuse each other's
+  # compiled steps (a timing run's are its training run's: the schedule's
+  # lengths are traced; each fine-tuning call's are the last one's).
+  jax.config.update("jax_compilation_cache_dir", os.environ.get(
+      "JAX_COMPILATION_CACHE_DIR") or os.path.join(tempfile.gettempdir(),
+                                                    "slot_jax_cache"))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
   if fine_tune_only(args):
     clock.log(f"python {sys.version.split()[0]}, keras {keras.__version__} "
               f"({keras.backend.backend()}); fine-tuning "

@@ -1,9 +1,9 @@
 """finetune/jax_trainer.py and finetune/arrays.py: the arrays hold exactly
 the features run_finetuning.py trains on; with a learning rate of 0 a JAX
-trial predicts what the FinetuningModel itself predicts from the same
-encoder weights and seed (weights loaded, rows in order, the last batch's
-wrap cut off); with a learning rate it trains, the same in chunks of steps as one step
-a call."""
+fit leaves the FinetuningModel predicting what it predicted from the same
+encoder weights and seed (the state out to the device and back); with a
+learning rate it trains, the same in chunks of steps as one step a call,
+and the same with batches cut to their longest row as uncut."""
 
 import json
 import os
@@ -47,12 +47,17 @@ SCRIPT = textwrap.dedent("""
     task, = [t for t in task_builder.get_tasks(config, None)
              if t.name == "sts"]  # a regression: real-valued predictions
     out = {}
+    rows = list(range(data.rows("sts", "dev")))
     for name, lr, chunk, multiple in (
         ("frozen", 0.0, 5, 8), ("trained", 3e-3, 5, 8),
         ("by_step", 3e-3, 1, 8), ("untrimmed", 3e-3, 5, 0)):
       config.learning_rate, config.pad_to_multiple = lr, multiple
       tuner = JaxFinetuner(config, model_config, [task], data, chunk=chunk)
-      got, summary = tuner.trial(encoder, 7)
+      model = tuner._new_model(7)
+      set_encoder_weights(model.encoder, encoder)
+      summary = tuner.fit(model, 7)  # the trained weights back in `model`
+      _, got = model(tuner.first.batch_numpy("dev", rows), task_name="sts",
+                     training=False)
       out[name] = {"jax": np.asarray(got["predictions"], float).tolist(),
                    "summary": summary}
       if name == "by_step":  # the lengths its batches ran at
@@ -63,7 +68,6 @@ SCRIPT = textwrap.dedent("""
                                      tuner.num_steps)})
     model = tuner._new_model(7)
     set_encoder_weights(model.encoder, encoder)
-    rows = list(range(data.rows("sts", "dev")))
     _, direct = model(tuner.first.batch_numpy("dev", rows), task_name="sts",
                       training=False)
     out["direct"] = np.asarray(direct["predictions"], float).tolist()

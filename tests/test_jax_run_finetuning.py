@@ -375,7 +375,7 @@ def test_without_tensorflow_it_says_what_to_do(data_dir, tmp_path):
       env=dict(jax_env(), PYTHONPATH=f"{tmp_path / 'blocked'}:{ROOT}"))
   assert done.returncode == 2, done.stdout + done.stderr
   line, = done.stderr.splitlines()
-  assert "needs TensorFlow" in line and "finetune/arrays.py" in line, line
+  assert "needs TensorFlow" in line and "--task-arrays" in line, line
 
 
 @pytest.fixture(scope="module")
