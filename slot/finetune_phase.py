@@ -50,7 +50,9 @@ def finetune_phase(args, clock, result, write, models):
       raise UserError(f"--finetune-tasks: {', '.join(unknown)} not in the "
                       f"fine-tuning arrays ({', '.join(tasks)})")
     tasks = [t for t in tasks if t in wanted]
-  work = os.path.join(tempfile.gettempdir(), "slot_finetune")
+  # A fresh folder per call: a record an earlier slot call left would be
+  # resumed as this one's trials.
+  work = tempfile.mkdtemp(prefix="slot_finetune_")
   models = dict(models)
   if args.random_init_control:
     name = control_name(args)
