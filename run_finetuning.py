@@ -16,8 +16,10 @@ goes on from the first unfinished trial.
 predicts a file of the task's layout with that kept model (or
 --init-checkpoint a fine-tuned model's folder), without training.
 
-Under KERAS_BACKEND=jax it fine-tunes one task with JAX (finetune/jax_run.py),
-writing the same files; options only TensorFlow has are refused.
+Under KERAS_BACKEND=jax it fine-tunes with JAX (finetune/jax_run.py),
+writing the same files; --task-arrays reads tasks exported as arrays
+(prepare_gpu_slot.py --glue-dir), without TensorFlow; options only
+TensorFlow has are refused.
 """
 
 # Before any Keras import: pins the backend, quiets TF's C++ chatter.
@@ -34,7 +36,7 @@ from util.errors import main_guard  # noqa: E402
 @main_guard
 def main(argv=None):
   config = configure_finetuning.load_config(argv)
-  if BACKEND == "jax":  # one task on JAX (docs/run_finetuning.md)
+  if BACKEND == "jax":  # docs/run_finetuning.md, "Under JAX"
     from finetune import jax_run
     jax_run.check(config)  # what only TensorFlow runs: said first
   # Model, data and output files: before TensorFlow (or JAX) loads.
