@@ -33,16 +33,23 @@ def _meta(path):
   from finetune import arrays  # it imports this config's module
   meta_path = os.path.join(path, arrays.META)
   if not storage.exists(meta_path):
-    raise UserError(f"task_arrays {path}: no {arrays.META} there (export "
-                    "the tasks with prepare_gpu_slot.py --glue-dir)")
+    raise UserError(f"{path} holds no exported tasks ({arrays.META} "
+                    "missing): export them with prepare_gpu_slot.py "
+                    "--glue-dir")
   meta = json.loads(storage.read_text(meta_path))
   if meta.get("format") != arrays.FORMAT:
     raise UserError(f"task_arrays {path}: {meta_path} is not an "
                     f"{arrays.FORMAT} file")
   if not storage.exists(os.path.join(path, arrays.EXAMPLES)):
-    raise UserError(f"task_arrays {path}: no {arrays.EXAMPLES} (exported "
-                    "before 2026-12-06): export the tasks again")
+    raise UserError(f"{path} has no {arrays.EXAMPLES} (exported before "
+                    "2026-12-06): export the tasks again with "
+                    "prepare_gpu_slot.py --glue-dir")
   return meta
+
+
+def check_export(path):
+  """A folder --task-arrays can read (its metadata and examples there)."""
+  _meta(path)
 
 
 def adopt(config, defaults):

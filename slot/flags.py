@@ -118,6 +118,11 @@ def check(args):
   for flag, folder in folders:
     if not os.path.isdir(folder):
       raise UserError(f"{flag} {folder} is not a folder")
+  if args.finetune_data and args.finetune_seeds:
+    # run_finetuning.py --task-arrays reads it: said before pretraining.
+    # pylint: disable-next=g-import-not-at-top
+    from finetune import task_arrays
+    task_arrays.check_export(args.finetune_data)
   if not fine_tune_only(args):
     objective_seeds(args.objectives)
 

@@ -3,6 +3,7 @@ each refused before JAX, TensorFlow or a measurement starts, with exit 2,
 one `error:` line and nothing written."""
 
 import os
+import re
 
 import pytest
 
@@ -56,6 +57,9 @@ SLOT = {  # name -> (flags after --out OUT --data DATA, the error's pattern)
     "finetune_data_missing": (("--finetune-data", "/nonexistent/ft"),
                               r"--finetune-data /nonexistent/ft is not a "
                               r"folder"),
+    "finetune_data_not_an_export": (("--finetune-data", "DATA"),
+                                    r"DATA holds no exported tasks "
+                                    r"\(finetune.json missing\)"),
     "pretrained_missing": (("--pretrained", "/nonexistent/w",
                             "--finetune-data", "DATA"),
                            r"--pretrained /nonexistent/w is not a folder"),
@@ -68,6 +72,7 @@ def test_run_gpu_slot_refuses(run_gpu_slot, tmp_path, capsys, name):
   data = tmp_path / "data"
   data.mkdir()
   flags = [str(data) if f == "DATA" else f for f in flags]
+  match = match.replace("DATA", re.escape(str(data)))
   out = tmp_path / "out"
   refused(run_gpu_slot.main, ["--out", str(out), "--data", str(data),
                               *flags], match, capsys, [tmp_path])
