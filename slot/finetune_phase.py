@@ -34,7 +34,11 @@ def finetune_phase(args, clock, result, write, models):
   """Each of `models` ({name: npz folder}) fine-tuned on each task of the
   fine-tuning arrays, --finetune-seeds seeds, seed-major while time is
   left; dev outputs to $OUT/finetune_outputs.npz, figures to slot.json."""
-  data = ft_arrays.load(args.finetune_data)
+  # Its metadata only (checked by slot/flags.py): each call of the
+  # script loads the arrays itself.
+  with open(os.path.join(args.finetune_data, ft_arrays.META)) as f:
+    meta = json.load(f)
+  config = ft_arrays.load_config(meta)
   device = jax.devices()[0]
   result.setdefault("device", device.device_kind)
   result.setdefault("platform", device.platform)
@@ -42,7 +46,7 @@ def finetune_phase(args, clock, result, write, models):
   precision = ("bfloat16" if args.precision == "auto" and
                device.platform != "cpu" else
                "float32" if args.precision == "auto" else args.precision)
-  tasks = list(data.task_names)
+  tasks = list(meta["tasks"])
   if args.finetune_tasks:
     wanted = args.finetune_tasks.split(",")
     unknown = sorted(set(wanted) - set(tasks))
@@ -56,12 +60,13 @@ def finetune_phase(args, clock, result, write, models):
   models = dict(models)
   if args.random_init_control:
     name = control_name(args)
-    models[name] = _control_weights(args, data, os.path.join(work, name))
-  hparams = {k: v for k, v in dataclasses.asdict(data.config).items()
+    models[name] = _control_weights(args, meta["vocab_size"], config.seed,
+                                   os.path.join(work, name))
+  hparams = {k: v for k, v in dataclasses.asdict(config).items()
              if k not in NOT_PASSED}
   hparams.update(mixed_precision=precision, write_dev_outputs=True,
                  keep_model="none")
-  steps = {t: data.meta["tasks"][t]["train_steps"] for t in tasks}
+  steps = {t: meta["tasks"][t]["train_steps"] for t in tasks}
   clock.log(f"fine-tuning {', '.join(models)} on {', '.join(tasks)} with "
             f"run_finetuning.py ({precision}, {args.finetune_seeds} seeds, "
             f"steps {steps})")
@@ -70,7 +75,7 @@ def finetune_phase(args, clock, result, write, models):
   deadline = clock.start + args.time_limit - 10
   per_trial = {}
   for index in range(args.finetune_first_seed - 1, args.finetune_seeds):
-    seed = data.config.seed + index
+    seed = config.seed + index
     for name, weights in models.items():
       for task in tasks:
         guess = per_trial.get(task, 0.0)
@@ -105,19 +110,19 @@ def finetune_phase(args, clock, result, write, models):
                   f"{trained['train_loss']:.4f}, dev loss {dev['loss']:.4f}")
     np.savez_compressed(os.path.join(args.out, ft_arrays.OUTPUTS), **outputs)
     write()
-  result["finetune_config"] = dict(dataclasses.asdict(data.config),
+  result["finetune_config"] = dict(dataclasses.asdict(config),
                                    mixed_precision=precision)
   write()
   return result
 
 
-def _control_weights(args, data, folder):
+def _control_weights(args, vocab_size, seed, folder):
   """The control's encoder as initialised (the fine-tuning seed's draw),
   an .npz weights folder the script starts from."""
   # pylint: disable-next=g-import-not-at-top
   from pretrain.objectives import build_model
-  config = control_pretrain_config(args, data.meta["vocab_size"])
-  keras.utils.set_random_seed(data.config.seed)
+  config = control_pretrain_config(args, vocab_size)
+  keras.utils.set_random_seed(seed)
   model = build_model(config)
   model.build_variables()
   npz_weights.write(folder, {DISCRIMINATOR: export_weights(
