@@ -29,8 +29,12 @@ STATED = ("ours disc_auc outside at 500", "ours disc_auc outside at 2500",
           "ours_origorder_fp32_seed1",
           "ours sts 0.0003 interval", "ours_orighead sts 0.0003 interval",
           "ours_orighead sts 0.001 interval",
+          "electric evaluator offset seed 1",
           "electric evaluator offset seed 2",
-          "electric original's evaluator seed 2 inside at 4000")
+          "electric original's evaluator seed 1 inside at 4000",
+          "electric original's evaluator seed 2 inside at 4000",
+          "electric ours' evaluator ranges apart",
+          "electric the original's evaluator ranges apart")
 
 
 def test_the_readme_says_each_figure_the_records_give():

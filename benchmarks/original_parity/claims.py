@@ -156,6 +156,19 @@ def _electric(folder):
          for r in runs["original"].values()])]
     out[f"electric original's evaluator seed {seed} inside at {STEP}"] = (
         f"{len(inside)} of {len(metrics)}")
+  # Where ours' seed range leaves the original's, on each evaluator.
+  # (ours' records carry ours' metric names; the original's evaluator's
+  # its own.)
+  for name, mine, keys in (("ours'", runs["ours"], "ours"),
+                           ("the original's", theirs, "original")):
+    apart = [f"{m[0]} at {step}" for m in metrics
+             for step in sorted(runs["original"][1]["eval"])
+             if outside([collect_parity.value(keys, r["eval"][step], m)
+                         for r in mine.values()],
+                        [collect_parity.value("original", r["eval"][step], m)
+                         for r in runs["original"].values()])]
+    out[f"electric {name} evaluator ranges apart"] = ", ".join(
+        apart) or "none"
   return out
 
 
