@@ -380,9 +380,11 @@ def test_without_tensorflow_it_says_what_to_do(data_dir, tmp_path):
 
 @pytest.fixture(scope="module")
 def two_devices(data_dir, tmp_path_factory):
-  """One trial of one process with two (CPU) devices: its output dir."""
+  """One trial of one process with two (CPU) devices, writing BAM's
+  teacher outputs too: its output dir."""
   out = str(tmp_path_factory.mktemp("two_devices"))
-  two = run_jax(data_dir, out, num_trials=1, env=jax_env(
+  two = run_jax(data_dir, out, num_trials=1, write_distill_outputs=True,
+                env=jax_env(
       XLA_FLAGS="--xla_force_host_platform_device_count=2"))
   assert two.returncode == 0, (two.stdout + two.stderr)[-3000:]
   assert "(2 cpu device(s);" in two.stdout, two.stdout
@@ -454,14 +456,16 @@ def test_two_processes_fine_tune_as_one_process_with_two_devices(
   """Several hosts (jax.distributed, joined through Keras' launch
   variables; here two processes on the loopback, one CPU device each):
   the trial of one process with two devices (its record's metrics, its
-  predictions), process 0 alone writing (process 1 fails at any file
-  write); both commands run again with a second trial go on from it."""
+  predictions, BAM's teacher outputs from the kept model), process 0
+  alone writing (process 1 fails at any file write); both commands run
+  again with a second trial go on from it."""
   out = str(tmp_path / "hosts")
 
   def both(num_trials):
     argv = ["--data-dir", data_dir, "--model-name", "pre", "--task-names",
             "rte", "--output-dir", out, "--hparams",
-            json.dumps(dict(HPARAMS, num_trials=num_trials))]
+            json.dumps(dict(HPARAMS, num_trials=num_trials,
+                            write_distill_outputs=True))]
     outs = hosts.finished(hosts.launch(
         hosts.only_process_0_writes("run_finetuning"), argv,
         lambda **v: jax_env(PYTHONDONTWRITEBYTECODE="1", **v)))
@@ -480,6 +484,12 @@ def test_two_processes_fine_tune_as_one_process_with_two_devices(
   name = "rte_dev_predictions_trial1.tsv"
   assert (open(os.path.join(out, name)).read() ==
           open(os.path.join(two_devices, name)).read())
+  # BAM's teacher outputs: every process predicts from the kept model.
+  with np.load(os.path.join(out, "distill", "rte.npz")) as f, np.load(
+      os.path.join(two_devices, "distill", "rte.npz")) as g:
+    np.testing.assert_array_equal(f["keys"], g["keys"])
+    assert len(f["keys"]) == HPARAMS["train_examples_limit"]
+    np.testing.assert_allclose(f["values"], g["values"], atol=1e-5)
   # What either run wrote (the results file's name is its time).
   def files(folder):
     return sorted(re.sub(r"_[\d-]+\.json$", ".json", f)
