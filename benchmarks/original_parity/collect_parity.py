@@ -154,7 +154,8 @@ def pretraining_table(runs, sides_note, metrics=EVAL_METRICS):
   lines.append(
       "Held-out eval at every checkpoint: mean over pretraining seeds "
       "[min, max]; seeds: " + "; ".join(
-          f"{side} {seeds[side]}" for side in PRETRAIN_SIDES) + pending +
+          f"{side} {seeds[side]}" for side in PRETRAIN_SIDES
+          if seeds[side] or side in ("original", "ours")) + pending +
       ". " + sides_note + " \"ranges "
       "overlap\": a side's seed range shares a value with the original's "
       "(with one seed a side, a range is a point and this says nothing); "
