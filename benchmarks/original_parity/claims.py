@@ -130,6 +130,8 @@ def figures(records=RECORDS):
                            equal_var=False).confidence_interval()
       out[f"{side} {task} {lr:g} interval"] = f"[{ci.low:.1f}, {ci.high:+.1f}]"
   out.update(_electric(os.path.join(records, "electric")))
+  out.update(_ranges_apart(os.path.join(records, "small"), "small",
+                           collect_parity.EVAL_METRICS))
   return out
 
 
@@ -156,18 +158,31 @@ def _electric(folder):
          for r in runs["original"].values()])]
     out[f"electric original's evaluator seed {seed} inside at {STEP}"] = (
         f"{len(inside)} of {len(metrics)}")
-  # Where ours' seed range leaves the original's, on each evaluator.
+  out.update(_ranges_apart(folder, "electric", metrics))
+  return out
+
+
+def _ranges_apart(folder, label, metrics):
+  """Where ours' seed range leaves the original's, on ours' evaluator and
+  on the original's (orig_eval/, where run): "metric at step", listed."""
+  runs = collect_parity.read_pretraining(folder)
+  if "ours" not in runs:
+    return {}
+  out = {}
   # (ours' records carry ours' metric names; the original's evaluator's
   # its own.)
-  for name, mine, keys in (("ours'", runs["ours"], "ours"),
-                           ("the original's", theirs, "original")):
+  for name, kind, keys in (("ours'", "pretrain", "ours"),
+                           ("the original's", "orig_eval", "original")):
+    mine = collect_parity.read_pretraining(folder, kind).get("ours")
+    if not mine:
+      continue
     apart = [f"{m[0]} at {step}" for m in metrics
              for step in sorted(runs["original"][1]["eval"])
              if outside([collect_parity.value(keys, r["eval"][step], m)
                          for r in mine.values()],
                         [collect_parity.value("original", r["eval"][step], m)
                          for r in runs["original"].values()])]
-    out[f"electric {name} evaluator ranges apart"] = ", ".join(
+    out[f"{label} {name} evaluator ranges apart"] = ", ".join(
         apart) or "none"
   return out
 
