@@ -34,7 +34,9 @@ STATED = ("ours disc_auc outside at 500", "ours disc_auc outside at 2500",
           "electric original's evaluator seed 1 inside at 4000",
           "electric original's evaluator seed 2 inside at 4000",
           "electric ours' evaluator ranges apart",
-          "electric the original's evaluator ranges apart")
+          "electric the original's evaluator ranges apart",
+          "small ours' evaluator ranges apart",
+          "small the original's evaluator ranges apart")
 
 
 def test_the_readme_says_each_figure_the_records_give():
