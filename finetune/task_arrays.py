@@ -28,7 +28,9 @@ FEATURIZATION = ("train_examples_limit", "eval_examples_limit",
                  "normalize_regression_labels")
 
 
-def _meta(path):
+def read_export(path):
+  """The metadata of an export --task-arrays can read (its examples
+  there too); one line naming the folder where it is not one."""
   # pylint: disable-next=g-import-not-at-top
   from finetune import arrays  # it imports this config's module
   meta_path = os.path.join(path, arrays.META)
@@ -47,16 +49,11 @@ def _meta(path):
   return meta
 
 
-def check_export(path):
-  """A folder --task-arrays can read (its metadata and examples there)."""
-  _meta(path)
-
-
 def adopt(config, defaults):
   """Checks a config with `task_arrays` against the export and takes its
   featurization settings (`defaults`: a FinetuningConfig as built, to tell
   a given setting from a default one). Pure Python: before any import."""
-  meta = _meta(config.task_arrays)
+  meta = read_export(config.task_arrays)
   exported = meta["tasks"]
   for name in config.tasks:
     if name not in exported:

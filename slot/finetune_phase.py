@@ -14,6 +14,7 @@ import numpy as np
 
 import run_finetuning
 from finetune import arrays as ft_arrays
+from finetune import task_arrays
 from interop import npz_weights
 from interop.weights import DISCRIMINATOR
 from interop.weights import export_weights
@@ -34,10 +35,8 @@ def finetune_phase(args, clock, result, write, models):
   """Each of `models` ({name: npz folder}) fine-tuned on each task of the
   fine-tuning arrays, --finetune-seeds seeds, seed-major while time is
   left; dev outputs to $OUT/finetune_outputs.npz, figures to slot.json."""
-  # Its metadata only (checked by slot/flags.py): each call of the
-  # script loads the arrays itself.
-  with open(os.path.join(args.finetune_data, ft_arrays.META)) as f:
-    meta = json.load(f)
+  # Its metadata only: each call of the script loads the arrays itself.
+  meta = task_arrays.read_export(args.finetune_data)
   config = ft_arrays.load_config(meta)
   device = jax.devices()[0]
   result.setdefault("device", device.device_kind)

@@ -122,7 +122,7 @@ def check(args):
     # run_finetuning.py --task-arrays reads it: said before pretraining.
     # pylint: disable-next=g-import-not-at-top
     from finetune import task_arrays
-    task_arrays.check_export(args.finetune_data)
+    task_arrays.read_export(args.finetune_data)
   if not fine_tune_only(args):
     objective_seeds(args.objectives)
 
