@@ -9,7 +9,7 @@ runs the train_op its model_fn returns and saves a checkpoint every
 save_checkpoints_steps, as the Estimator did. None of its code is here.
 
   python original_pretrain.py ORIGINAL --data-dir D --model-name M \
-      --hparams JSON --seed S [--eval-only]
+      --hparams JSON --seed S [--eval-only | --init-only]
 
 Train: resumes from model_dir's latest checkpoint (the input pipeline starts
 afresh, as the Estimator's did); appends {step, loss, seconds} every 100
@@ -38,7 +38,7 @@ def _config(args):
                                                  args.data_dir, **hparams)
 
 
-def train(tf, config, seed):
+def train(tf, config, seed, init_only=False):
   import pretrain.pretrain_data as pretrain_data  # the original's
   import run_pretraining  # the original's
   graph = tf.Graph()
@@ -60,6 +60,10 @@ def train(tf, config, seed):
       else:
         sess.run(tf.global_variables_initializer())
       step = int(sess.run(step_t))
+      if init_only:  # the initial draw its training of this seed starts from
+        saver.save(sess, os.path.join(config.model_dir, "model.ckpt"),
+                   global_step=step)
+        return
       print(f"original: training from step {step}", flush=True)
       start, losses = time.time(), []
       while step < config.num_train_steps:
@@ -181,6 +185,9 @@ def main():
   parser = common_parser(__doc__)
   parser.add_argument("--eval-tfrecords", required=True)
   parser.add_argument("--eval-only", action="store_true")
+  parser.add_argument("--init-only", action="store_true",
+                      help="only save the initial weights (model.ckpt-0) "
+                      "that training with this seed starts from")
   parser.add_argument("--write-eval-rows", default="",
                       help="only write the rows eval reads to this TFRecord")
   args = parser.parse_args()
@@ -190,6 +197,9 @@ def main():
   if args.write_eval_rows:
     write_eval_rows(tf, config, args.seed, args.eval_tfrecords,
                     args.write_eval_rows)
+    return
+  if args.init_only:
+    train(tf, config, args.seed, init_only=True)
     return
   if not args.eval_only:
     train(tf, config, args.seed)

@@ -148,14 +148,30 @@ def pretrain_original(args, plan, seed, name, record):
                 os.path.join(model_dir, "train_log.jsonl"))
 
 
+def _original_init(args, plan, seed):
+  """The original's initial weights for `seed`, the draw its training of
+  that seed starts from (original_pretrain.py --init-only), saved once."""
+  name = plan.get("run_prefix", "") + f"originit_seed{seed}"
+  prefix = os.path.join(args.data_dir, "models", name, "model.ckpt-0")
+  if not os.path.exists(prefix + ".index"):
+    _original_pretrain(args, plan, name, seed, "--init-only")
+  return prefix
+
+
 def pretrain_ours(args, plan, seed, name, record):
   model_dir = os.path.join(args.data_dir, "models", name)
   os.makedirs(model_dir, exist_ok=True)
+  argv = _our_argv(plan, args.data_dir, name, seed)
+  # Side ours_originit: ours trained from the original's initial weights
+  # of the same seed (its TF1 import), so a gap left is the training's.
+  if record.startswith("ours_originit_"):
+    hparams = json.loads(argv[argv.index("--hparams") + 1])
+    hparams["init_checkpoint"] = _original_init(args, plan, seed)
+    argv[argv.index("--hparams") + 1] = json.dumps(hparams)
   log = os.path.join(model_dir, "stdout.log")
   with open(log, "a") as f:  # its step lines -> train_log.jsonl below
     subprocess.run([sys.executable, os.path.join(REPO, "run_pretraining.py")]
-                   + _our_argv(plan, args.data_dir, name, seed), check=True,
-                   stdout=f, stderr=subprocess.STDOUT)
+                   + argv, check=True, stdout=f, stderr=subprocess.STDOUT)
   _train_log_from_stdout(log, os.path.join(model_dir, "train_log.jsonl"))
   # Every kept checkpoint evaluated in one process (its own eval masks).
   subprocess.run([sys.executable, __file__, "_eval_ours",
