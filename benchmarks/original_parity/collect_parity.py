@@ -38,7 +38,9 @@ OURS = {"ours": "ours", "ours_first": "ours, first slot",
         "ours_origdense_fp32": "ours, float32, original dense init",
         "ours_origdense": "ours, original dense init",
         "ours_origorder_fp32": "ours, float32, original dense init and data "
-                               "order"}
+                               "order",
+        # ours from the original's initial weights of the same seed
+        "ours_originit": "ours, from the original's initial weights"}
 PRETRAIN_SIDES = ("original",) + tuple(OURS)
 # (the original's key, title, ours' key); a plan's "eval_metrics" names
 # its objective's (plan_electric.json).

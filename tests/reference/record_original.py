@@ -3,7 +3,7 @@
 Run once, by hand, outside CI (CI cannot fetch the original):
 
   python tests/reference/record_original.py /path/to/extracted/electra \
-      [--items 1,2,3,4,5,6,7,8,9,10] [--shared /work/shared/data]
+      [--items 1,2,3,4,5,6,7,8,9,10,11] [--shared /work/shared/data]
 
 under a Python whose TensorFlow has `tensorflow.compat.v1`, plus tf-slim
 (for `tensorflow.contrib.layers`) and tf-keras (for `tf.compat.v1.layers`).
@@ -947,6 +947,37 @@ def record_electra_steps(tf, shared):
 ELECTRIC_VOCAB = 200  # past [CLS] 101, [SEP] 102, [MASK] 103 of the vocab
 
 
+def record_small_init(tf, shared):
+  """The original's initial ELECTRA-Small weights (its configure_pretraining
+  defaults, Table 5.1: 12 x 256, embeddings 128, generator 1/4, the BERT
+  vocab), as the statistics of each variable's draw: its shape, mean,
+  std and largest |value|, from its own model_fn and initializer run."""
+  import configure_pretraining  # pylint: disable=g-import-not-at-top
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  vocab = os.path.join(shared, "vocab", "bert-base-uncased-vocab.txt")
+  with tempfile.TemporaryDirectory() as data_dir:
+    config = configure_pretraining.PretrainingConfig(
+        "small_init", data_dir, model_size="small", vocab_file=vocab)
+    graph = tf.Graph()
+    with graph.as_default():
+      tf.set_random_seed(11)
+      features = {k: tf.zeros([2, SEQ_LEN], tf.int32)
+                  for k in ("input_ids", "input_mask", "segment_ids")}
+      run_pretraining.model_fn_builder(config)(features, None, "train", {})
+      model_vars = [v for v in tf.global_variables()
+                    if "adam" not in v.op.name and "global_step" not in
+                    v.op.name]
+      with tf.Session(graph=graph) as sess:
+        sess.run(tf.global_variables_initializer())
+        values = sess.run({v.op.name: v for v in model_vars})
+  _dump_json("small_init.json", {
+      "vocab_size": config.vocab_size,
+      "variables": [{"name": k, "shape": list(v.shape),
+                     "mean": float(v.mean()), "std": float(v.std()),
+                     "max_abs": float(np.abs(v).max())}
+                    for k, v in sorted(values.items())]})
+
+
 ITEMS = {
     "1": [record_masking],
     "2": [record_stsb],
@@ -958,13 +989,14 @@ ITEMS = {
     "8": [record_electric_losses],
     "9": [record_electra_steps],
     "10": [record_squad_head],
+    "11": [record_small_init],
 }
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("original", help="extracted google-research/electra")
-  parser.add_argument("--items", default="1,2,3,4,5,6,7,8,9,10")
+  parser.add_argument("--items", default="1,2,3,4,5,6,7,8,9,10,11")
   parser.add_argument("--shared", default="/work/shared/data")
   parser.add_argument("--draws", type=int, default=1000)
   args = parser.parse_args()
