@@ -130,8 +130,7 @@ def figures(records=RECORDS):
                            equal_var=False).confidence_interval()
       out[f"{side} {task} {lr:g} interval"] = f"[{ci.low:.1f}, {ci.high:+.1f}]"
   out.update(_electric(os.path.join(records, "electric")))
-  out.update(_ranges_apart(os.path.join(records, "small"), "small",
-                           collect_parity.EVAL_METRICS))
+  out.update(_small(os.path.join(records, "small")))
   return out
 
 
@@ -162,18 +161,18 @@ def _electric(folder):
   return out
 
 
-def _ranges_apart(folder, label, metrics):
-  """Where ours' seed range leaves the original's, on ours' evaluator and
-  on the original's (orig_eval/, where run): "metric at step", listed."""
+def _ranges_apart(folder, label, metrics, side="ours"):
+  """Where `side`'s seed range leaves the original's, on ours' evaluator
+  and on the original's (orig_eval/, where run): "metric at step", listed."""
   runs = collect_parity.read_pretraining(folder)
-  if "ours" not in runs:
+  if side not in runs:
     return {}
   out = {}
   # (ours' records carry ours' metric names; the original's evaluator's
   # its own.)
   for name, kind, keys in (("ours'", "pretrain", "ours"),
                            ("the original's", "orig_eval", "original")):
-    mine = collect_parity.read_pretraining(folder, kind).get("ours")
+    mine = collect_parity.read_pretraining(folder, kind).get(side)
     if not mine:
       continue
     apart = [f"{m[0]} at {step}" for m in metrics
@@ -184,6 +183,39 @@ def _ranges_apart(folder, label, metrics):
                          for r in runs["original"].values()])]
     out[f"{label} {name} evaluator ranges apart"] = ", ".join(
         apart) or "none"
+  return out
+
+
+def _small(folder):
+  """ELECTRA-Small (issue 68): ours from the original's initial weights
+  (ours_originit) against the original's run of the same seed, which
+  started from them: per seed at the last step; and how much each run's
+  discriminator knows beyond the replaced tokens' base rate p (the
+  entropy H(p) minus its loss; p = 1 - its accuracy, as it flags none)."""
+  runs = collect_parity.read_pretraining(folder)
+  last = max(runs["original"][1]["eval"])
+  out = _ranges_apart(folder, "small", collect_parity.EVAL_METRICS)
+  out.update(_ranges_apart(folder, "small originit",
+                           collect_parity.EVAL_METRICS, "ours_originit"))
+  for m in collect_parity.EVAL_METRICS:
+    diffs = [collect_parity.value("ours_originit", run["eval"][last], m) -
+             collect_parity.value("original",
+                                  runs["original"][seed]["eval"][last], m)
+             for seed, run in sorted(runs.get("ours_originit", {}).items())
+             if last in run["eval"]]
+    if diffs:
+      out[f"small originit {m[0]} minus original per seed at {last}"] = (
+          ", ".join(f"{d:+.4f}" for d in diffs))
+  for side in ("original", "ours", "ours_originit"):
+    for seed, run in sorted(runs.get(side, {}).items()):
+      if last not in run["eval"]:
+        continue
+      p = 1 - run["eval"][last]["disc_accuracy"]
+      entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
+      loss = collect_parity.value(side, run["eval"][last],
+                                  collect_parity.EVAL_METRICS[1])
+      out[f"small {side} seed {seed} disc information at {last}"] = (
+          f"{entropy - loss:+.4f}")
   return out
 
 
