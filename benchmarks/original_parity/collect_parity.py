@@ -86,10 +86,8 @@ def read_pretraining(records, kind="pretrain"):
   RECORDS/<kind>/ (orig_eval: our runs under the original's evaluator)."""
   runs = collections.defaultdict(dict)
   for folder in sorted(glob.glob(os.path.join(records, kind, "*"))):
-    match = re.fullmatch(
-        r"(original|ours|ours_first|ours_fp32|ours_origdense_fp32|"
-        r"ours_origdense|ours_origorder_fp32)_seed(\d+)",
-        os.path.basename(folder))
+    match = re.fullmatch(r"(%s)_seed(\d+)" % "|".join(PRETRAIN_SIDES),
+                         os.path.basename(folder))
     if not match:
       continue
     evals = {}
