@@ -161,6 +161,17 @@ def _electric(folder):
   return out
 
 
+def _apart(mine, keys, theirs, theirs_keys, metrics):
+  """"metric at step" wherever the seed ranges of two sides' runs share no
+  value (keys: whose metric names each side's records carry)."""
+  return [f"{m[0]} at {step}" for m in metrics
+          for step in sorted(next(iter(theirs.values()))["eval"])
+          if outside([collect_parity.value(keys, r["eval"][step], m)
+                      for r in mine.values()],
+                     [collect_parity.value(theirs_keys, r["eval"][step], m)
+                      for r in theirs.values()])]
+
+
 def _ranges_apart(folder, label, metrics, side="ours"):
   """Where `side`'s seed range leaves the original's, on ours' evaluator
   and on the original's (orig_eval/, where run): "metric at step", listed."""
@@ -173,16 +184,9 @@ def _ranges_apart(folder, label, metrics, side="ours"):
   for name, kind, keys in (("ours'", "pretrain", "ours"),
                            ("the original's", "orig_eval", "original")):
     mine = collect_parity.read_pretraining(folder, kind).get(side)
-    if not mine:
-      continue
-    apart = [f"{m[0]} at {step}" for m in metrics
-             for step in sorted(runs["original"][1]["eval"])
-             if outside([collect_parity.value(keys, r["eval"][step], m)
-                         for r in mine.values()],
-                        [collect_parity.value("original", r["eval"][step], m)
-                         for r in runs["original"].values()])]
-    out[f"{label} {name} evaluator ranges apart"] = ", ".join(
-        apart) or "none"
+    if mine:
+      out[f"{label} {name} evaluator ranges apart"] = ", ".join(_apart(
+          mine, keys, runs["original"], "original", metrics)) or "none"
   return out
 
 
@@ -197,6 +201,12 @@ def _small(folder):
   out = _ranges_apart(folder, "small", collect_parity.EVAL_METRICS)
   out.update(_ranges_apart(folder, "small originit",
                            collect_parity.EVAL_METRICS, "ours_originit"))
+  # The same test between two sides of our own code: how often two seeds
+  # a side leave each other's range with no difference in the code.
+  if "ours_originit" in runs:
+    out["small ours vs ours_originit ranges apart"] = ", ".join(_apart(
+        runs["ours_originit"], "ours", runs["ours"], "ours",
+        collect_parity.EVAL_METRICS)) or "none"
   for m in collect_parity.EVAL_METRICS:
     diffs = [collect_parity.value("ours_originit", run["eval"][last], m) -
              collect_parity.value("original",
