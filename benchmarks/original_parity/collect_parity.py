@@ -345,7 +345,7 @@ def plot(runs, cpus, path, shape="Tiny ELECTRA", metrics=EVAL_METRICS):
   colors = {"original": "tab:blue", "ours": "tab:orange",
             "ours_first": "tab:gray", "ours_fp32": "tab:green",
             "ours_origdense_fp32": "tab:red", "ours_origdense": "tab:purple",
-            "ours_origorder_fp32": "tab:brown"}
+            "ours_origorder_fp32": "tab:brown", "ours_originit": "tab:olive"}
   for ax, metric in zip(axes.flat, panels):
     key, title, _ = metric
     for side in PRETRAIN_SIDES:
