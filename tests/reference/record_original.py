@@ -834,9 +834,15 @@ STEPS_FINAL = ("electra/embeddings/word_embeddings",
                "electra/encoder/layer_1/attention/self/query/kernel",
                "discriminator_predictions/dense_1/kernel")
 STEPS_RUN = dict(steps=30, batch=8, seq=32, learning_rate=1e-3, warmup=5)
+# --steps-shape: the committed recording's tiny sizes, or Table 5.1's Small
+# (12 x 256, 4 heads, embeddings 128) for a recording outside the repo.
+STEPS_SHAPES = {
+    "tiny": (STEPS_SIZES, 32),
+    "small": (dict(STEPS_SIZES, hidden_size=256, num_hidden_layers=12,
+                   num_attention_heads=4, intermediate_size=1024), 128)}
 
 
-def record_electra_steps(tf, shared):
+def record_electra_steps(tf, shared, shape="tiny", out_dir=HERE):
   """30 whole ELECTRA training steps of the original (its PretrainingModel
   and create_optimizer, a tiny model without dropout, sampling at
   temperature 1e-6 so each sample is the generator's argmax), from
@@ -850,6 +856,7 @@ def record_electra_steps(tf, shared):
   import run_pretraining  # pylint: disable=g-import-not-at-top
   from pretrain import pretrain_helpers  # pylint: disable=g-import-not-at-top
   r = STEPS_RUN
+  sizes, embedding_size = STEPS_SHAPES[shape]
   rng = np.random.default_rng(69)
   ids = rng.integers(104, ELECTRIC_VOCAB, size=(r["steps"], r["batch"],
                                                 r["seq"])).astype(np.int32)
@@ -886,10 +893,11 @@ def record_electra_steps(tf, shared):
   with tempfile.TemporaryDirectory() as data_dir:
     config = configure_pretraining.PretrainingConfig(
         "steps", data_dir, model_size="small", vocab_size=ELECTRIC_VOCAB,
-        embedding_size=32, max_seq_length=r["seq"], mask_prob=MASK_PROB,
+        embedding_size=embedding_size, max_seq_length=r["seq"],
+        mask_prob=MASK_PROB,
         temperature=1e-6, learning_rate=r["learning_rate"],
         num_train_steps=r["steps"], num_warmup_steps=r["warmup"],
-        model_hparam_overrides=STEPS_SIZES,
+        model_hparam_overrides=sizes,
         vocab_file=os.path.join(shared, "vocab", "bert-base-uncased-vocab.txt"))
     graph = tf.Graph()
     with graph.as_default():
@@ -933,11 +941,11 @@ def record_electra_steps(tf, shared):
   pretrain_helpers.mask = mask_fn
   for key, name in methods.items():
     setattr(model_cls, name, originals[key])
-  _dump_npz("electra_steps.npz", input_ids=ids, input_mask=mask,
-            segment_ids=segs,
-            run=np.array(json.dumps(dict(r, sizes=STEPS_SIZES,
+  _dump_npz(os.path.join(out_dir, "electra_steps.npz"), input_ids=ids,
+            input_mask=mask, segment_ids=segs,
+            run=np.array(json.dumps(dict(r, sizes=sizes,
                                          schedule_offset=offset,
-                                         embedding_size=32,
+                                         embedding_size=embedding_size,
                                          vocab_size=ELECTRIC_VOCAB))),
             **{k: np.stack(v) for k, v in steps.items()},
             **{"initial:" + k: v for k, v in initial.items()},
@@ -999,12 +1007,18 @@ def main():
   parser.add_argument("--items", default="1,2,3,4,5,6,7,8,9,10,11")
   parser.add_argument("--shared", default="/work/shared/data")
   parser.add_argument("--draws", type=int, default=1000)
+  parser.add_argument("--steps-shape", choices=sorted(STEPS_SHAPES),
+                      default="tiny", help="item 9: the model's sizes")
+  parser.add_argument("--out-dir", default=HERE,
+                      help="item 9: where electra_steps.npz goes")
   args = parser.parse_args()
   tf = shim(os.path.abspath(args.original))
   for item in args.items.split(","):
     for fn in ITEMS[item]:
       if fn is record_masking:
         fn(tf, args.shared, args.draws)
+      elif fn is record_electra_steps:
+        fn(tf, args.shared, args.steps_shape, args.out_dir)
       else:
         fn(tf, args.shared)
 
