@@ -60,7 +60,8 @@ def train(tf, config, seed, init_only=False):
       else:
         sess.run(tf.global_variables_initializer())
       step = int(sess.run(step_t))
-      if init_only:  # the initial draw its training of this seed starts from
+      if init_only:  # the draw its run of this seed starts from, but for
+        # the glorot kernels: two processes of one graph seed draw those apart
         saver.save(sess, os.path.join(config.model_dir, "model.ckpt"),
                    global_step=step)
         return
@@ -187,7 +188,7 @@ def main():
   parser.add_argument("--eval-only", action="store_true")
   parser.add_argument("--init-only", action="store_true",
                       help="only save the initial weights (model.ckpt-0) "
-                      "that training with this seed starts from")
+                      "of this seed's graph")
   parser.add_argument("--write-eval-rows", default="",
                       help="only write the rows eval reads to this TFRecord")
   args = parser.parse_args()

@@ -149,8 +149,10 @@ def pretrain_original(args, plan, seed, name, record):
 
 
 def _original_init(args, plan, seed):
-  """The original's initial weights for `seed`, the draw its training of
-  that seed starts from (original_pretrain.py --init-only), saved once."""
+  """The original's initial weights for `seed` (original_pretrain.py
+  --init-only), saved once: its truncated-normal draws are those its run
+  of that seed starts from; its glorot kernels, which two processes of
+  one graph seed draw apart, are a fresh draw of its initializer."""
   name = plan.get("run_prefix", "") + f"originit_seed{seed}"
   prefix = os.path.join(args.data_dir, "models", name, "model.ckpt-0")
   if not os.path.exists(prefix + ".index"):
@@ -163,7 +165,7 @@ def pretrain_ours(args, plan, seed, name, record):
   os.makedirs(model_dir, exist_ok=True)
   argv = _our_argv(plan, args.data_dir, name, seed)
   # Side ours_originit: ours trained from the original's initial weights
-  # of the same seed (its TF1 import), so a gap left is the training's.
+  # of the same seed (its TF1 import): the start shared, all but 3 kernels.
   if record.startswith("ours_originit_"):
     hparams = json.loads(argv[argv.index("--hparams") + 1])
     hparams["init_checkpoint"] = _original_init(args, plan, seed)
