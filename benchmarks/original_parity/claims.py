@@ -216,16 +216,36 @@ def _small(folder):
     if diffs:
       out[f"small originit {m[0]} minus original per seed at {last}"] = (
           ", ".join(f"{d:+.4f}" for d in diffs))
-  for side in ("original", "ours", "ours_originit"):
-    for seed, run in sorted(runs.get(side, {}).items()):
-      if last not in run["eval"]:
-        continue
-      p = 1 - run["eval"][last]["disc_accuracy"]
-      entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
-      loss = collect_parity.value(side, run["eval"][last],
-                                  collect_parity.EVAL_METRICS[1])
-      out[f"small {side} seed {seed} disc information at {last}"] = (
-          f"{entropy - loss:+.4f}")
+  # On each evaluator: ours' (pretrain/) and the original's (orig_eval/,
+  # whose records carry the original's metric names).
+  theirs = collect_parity.read_pretraining(folder, "orig_eval")
+  info = {}  # ours' evaluator: side -> [information per seed]
+  for where, found, keys in (("", runs, None),
+                             (" on the original's evaluator", theirs,
+                              "original")):
+    for side in ("original", "ours", "ours_originit"):
+      if where and side == "original":
+        continue  # its own runs' records are on its evaluator already
+      for seed, run in sorted(found.get(side, {}).items()):
+        if last not in run["eval"]:
+          continue
+        p = 1 - run["eval"][last]["disc_accuracy"]
+        entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
+        loss = collect_parity.value(keys or side, run["eval"][last],
+                                    collect_parity.EVAL_METRICS[1])
+        out[f"small {side} seed {seed} disc information at {last}"
+            f"{where}"] = f"{entropy - loss:+.4f}"
+        if not where:
+          info.setdefault(side, []).append(entropy - loss)
+  # Our code's runs (both inits) against the original's, on ours' evaluator.
+  ours = info.get("ours", []) + info.get("ours_originit", [])
+  if len(ours) > 1 and len(info.get("original", [])) > 1:
+    welch = stats.ttest_ind(ours, info["original"], equal_var=False).pvalue
+    ranks = stats.mannwhitneyu(ours, info["original"], method="exact").pvalue
+    out[f"small disc information ours vs original at {last}"] = (
+        f"{np.mean(ours):+.4f} vs {np.mean(info['original']):+.4f}, Welch "
+        f"p = {welch:.3f}, Mann-Whitney p = {ranks:.3f} (n = {len(ours)} vs "
+        f"{len(info['original'])})")
   return out
 
 
