@@ -36,7 +36,18 @@ STATED = ("ours disc_auc outside at 500", "ours disc_auc outside at 2500",
           "electric ours' evaluator ranges apart",
           "electric the original's evaluator ranges apart",
           "small ours' evaluator ranges apart",
-          "small the original's evaluator ranges apart")
+          "small the original's evaluator ranges apart",
+          "small originit ours' evaluator ranges apart",
+          "small ours vs ours_originit ranges apart",
+          "small originit disc_auc minus original per seed at 1000",
+          "small disc information ours vs original at 1000",
+          "small original seed 1 disc information at 1000",
+          "small ours_originit seed 1 disc information at 1000",
+          "small ours_originit seed 2 disc information at 1000",
+          "small ours seed 1 disc information at 1000 on the original's "
+          "evaluator",
+          "small ours seed 2 disc information at 1000 on the original's "
+          "evaluator")
 
 
 def test_the_readme_says_each_figure_the_records_give():
