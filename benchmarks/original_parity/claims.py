@@ -191,11 +191,10 @@ def _ranges_apart(folder, label, metrics, side="ours"):
 
 
 def _small(folder):
-  """ELECTRA-Small (issue 68): ours from the original's initial weights
-  (ours_originit) against the original's run of the same seed, which
-  started from them: per seed at the last step; and how much each run's
-  discriminator knows beyond the replaced tokens' base rate p (the
-  entropy H(p) minus its loss; p = 1 - its accuracy, as it flags none)."""
+  """ELECTRA-Small (issue 68): where the ranges part; ours from the
+  original's initial weights (ours_originit) against the original's run
+  of the same seed, which started from them (all but its glorot kernels),
+  per seed at the last step; and _information."""
   runs = collect_parity.read_pretraining(folder)
   last = max(runs["original"][1]["eval"])
   out = _ranges_apart(folder, "small", collect_parity.EVAL_METRICS)
@@ -216,6 +215,16 @@ def _small(folder):
     if diffs:
       out[f"small originit {m[0]} minus original per seed at {last}"] = (
           ", ".join(f"{d:+.4f}" for d in diffs))
+  out.update(_information(folder, runs, last))
+  return out
+
+
+def _information(folder, runs, last):
+  """How much each Small run's discriminator knows beyond the replaced
+  tokens' base rate p at step `last`: the entropy H(p) minus its loss
+  (p = 1 - its accuracy, as it flags none); our code's runs against the
+  original's."""
+  out = {}
   # On each evaluator: ours' (pretrain/) and the original's (orig_eval/,
   # whose records carry the original's metric names).
   theirs = collect_parity.read_pretraining(folder, "orig_eval")
