@@ -58,3 +58,32 @@ def test_the_original_evaluators_table_pairs_each_seed(tmp_path):
   # [6.05, 6.5] overlap.
   assert row == ("| 500 | 6.1000 [6.0000, 6.2000] | 6.2750 [6.0500, 6.5000] "
                  "| +0.1750 | +0.0500, +0.3000 | yes |")
+
+
+def test_ours_originit_starts_from_the_originals_initial_weights(
+    tmp_path, monkeypatch):
+  """Side ours_originit: the original's --init-only checkpoint of the same
+  seed, made once, is its init_checkpoint; plain ours has none."""
+  import json
+  plan = run_parity.load_plan(os.path.join(HERE, "plan_small.json"))
+  made, argvs = [], []
+
+  def original_pretrain(args, plan, name, seed, *flags):
+    made.append((name, seed, flags))
+    folder = tmp_path / "models" / name
+    folder.mkdir(parents=True)
+    (folder / "model.ckpt-0.index").write_text("")
+  monkeypatch.setattr(run_parity, "_original_pretrain", original_pretrain)
+  monkeypatch.setattr(run_parity.subprocess, "run",
+                      lambda argv, **kw: argvs.append(argv))
+  for name in ("_train_log_from_stdout", "_copy_records"):
+    monkeypatch.setattr(run_parity, name, lambda *a, **kw: None)
+  args = argparse.Namespace(data_dir=str(tmp_path), plan="plan_small.json")
+  for record in ("ours_originit_seed2", "ours_originit_seed2", "ours_seed2"):
+    run_parity.pretrain_ours(args, plan, 2, "small_" + record, record)
+  assert made == [("small_originit_seed2", 2, ("--init-only",))]
+  trained = [json.loads(a[a.index("--hparams") + 1]) for a in argvs
+             if a[1].endswith("run_pretraining.py")]
+  start = str(tmp_path / "models" / "small_originit_seed2" / "model.ckpt-0")
+  assert [h.get("init_checkpoint") for h in trained] == [start, start, None]
+  assert all(h["seed"] == 2 for h in trained)
