@@ -47,7 +47,12 @@ STATED = ("ours disc_auc outside at 500", "ours disc_auc outside at 2500",
           "small ours seed 1 disc information at 1000 on the original's "
           "evaluator",
           "small ours seed 2 disc information at 1000 on the original's "
-          "evaluator")
+          "evaluator",
+          "small ours seed 3 disc information at 1000 on the original's "
+          "evaluator",
+          "small ours_originit seed 2 disc information at 1000 on the "
+          "original's evaluator",
+          "small originit the original's evaluator ranges apart")
 
 
 def test_the_readme_says_each_figure_the_records_give():
