@@ -52,7 +52,8 @@ STATED = ("ours disc_auc outside at 500", "ours disc_auc outside at 2500",
           "evaluator",
           "small ours_originit seed 2 disc information at 1000 on the "
           "original's evaluator",
-          "small originit the original's evaluator ranges apart")
+          "small originit the original's evaluator ranges apart",
+          "small Holm-adjusted Welch p at 1000")
 
 
 def test_the_readme_says_each_figure_the_records_give():
@@ -70,3 +71,10 @@ def test_tost_establishes_only_a_difference_inside_the_margin():
   assert claims.outside([1, 2], [3, 4]) == -1
   assert claims.outside([5, 6], [3, 4]) == 1
   assert claims.outside([2, 3.5], [3, 4]) == 0.0
+
+
+def test_holm_adjusts_the_family_step_down():
+  # Holm (1979): sorted p times m, m - 1, ...; monotone; capped at 1.
+  got = claims.holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.5})
+  assert got == {"a": 0.04, "c": 0.09, "b": 0.09, "d": 0.5}
+  assert claims.holm({"a": 0.6, "b": 0.7}) == {"a": 1.0, "b": 1.0}

@@ -43,6 +43,17 @@ def tost_p(a, b, margin):
   return max(low.pvalue, high.pvalue)
 
 
+def holm(pvalues):
+  """Holm's step-down adjustment of one family of p-values ({name: p}):
+  the k-th smallest times (m - k + 1), kept monotone, capped at 1."""
+  order = sorted(pvalues, key=pvalues.get)
+  adjusted, running = {}, 0.0
+  for k, name in enumerate(order):
+    running = max(running, min(1.0, (len(order) - k) * pvalues[name]))
+    adjusted[name] = running
+  return adjusted
+
+
 def _seeds(runs, side, step, key):
   return [collect_parity.value(side, run["eval"][step], (key, "", key))
           for _, run in sorted(runs[side].items())]
@@ -215,8 +226,26 @@ def _small(folder):
     if diffs:
       out[f"small originit {m[0]} minus original per seed at {last}"] = (
           ", ".join(f"{d:+.4f}" for d in diffs))
+  out.update(_family(runs, last))
   out.update(_information(folder, runs, last))
   return out
+
+
+def _family(runs, last):
+  """The four metrics' Welch p (ours vs original, at the last step) as one
+  family: each p as results.md gives it and Holm-adjusted."""
+  welch = {}
+  for m in collect_parity.EVAL_METRICS:
+    a, b = ([collect_parity.value(side, r["eval"][last], m)
+             for r in runs.get(side, {}).values() if last in r["eval"]]
+            for side in ("original", "ours"))
+    if min(len(a), len(b)) > 1:
+      welch[m[0]] = stats.ttest_ind(b, a, equal_var=False).pvalue
+  if not welch:
+    return {}
+  adjusted = holm(welch)
+  return {f"small Holm-adjusted Welch p at {last}": ", ".join(
+      f"{k} {welch[k]:.3f} -> {adjusted[k]:.3f}" for k in welch)}
 
 
 def _information(folder, runs, last):
