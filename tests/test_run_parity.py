@@ -87,3 +87,35 @@ def test_ours_originit_starts_from_the_originals_initial_weights(
   start = str(tmp_path / "models" / "small_originit_seed2" / "model.ckpt-0")
   assert [h.get("init_checkpoint") for h in trained] == [start, start, None]
   assert all(h["seed"] == 2 for h in trained)
+
+
+def test_a_new_side_plots_in_a_colour_of_its_own(tmp_path, monkeypatch):
+  """A side given only its OURS label plots, its seeds in one colour that
+  no other side has."""
+  from matplotlib.axes import Axes
+  spec = importlib.util.spec_from_file_location(
+      "collect_parity", os.path.join(HERE, "collect_parity.py"))
+  collect = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(collect)
+  monkeypatch.setitem(collect.OURS, "ours_new", "ours, new")
+  monkeypatch.setattr(collect, "PRETRAIN_SIDES",
+                      collect.PRETRAIN_SIDES + ("ours_new",))
+  record = {"masked_lm_loss": 6.0, "masked_lm_accuracy": 0.1,
+            "disc_auc": 0.5, "disc_loss": 0.3}
+  runs = {side: {seed: {"eval": {250: record, 500: record},
+                        "train": {100: 27.0, 200: 26.0}} for seed in (1, 2)}
+          for side in ("original", "ours", "ours_new")}
+  drawn = []
+  plot = Axes.plot
+  monkeypatch.setattr(Axes, "plot", lambda self, *a, **k: (
+      drawn.append((k.get("label"), k["color"])), plot(self, *a, **k))[1])
+  path = tmp_path / "curves.png"
+  collect.plot(runs, ["a CPU"], str(path))
+  assert path.stat().st_size > 0
+  colours, side = {}, None
+  for label, colour in drawn:  # a side's first seed carries its label
+    side = label.split(" (")[0] if label else side
+    colours.setdefault(side, set()).add(colour)
+  assert set(colours) == {"original", "ours", "ours, new"}
+  new = colours["ours, new"]
+  assert len(new) == 1 and not new & (colours["original"] | colours["ours"])

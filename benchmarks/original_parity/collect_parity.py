@@ -342,10 +342,16 @@ def plot(runs, cpus, path, shape="Tiny ELECTRA", metrics=EVAL_METRICS):
   panels = list(metrics[:3]) + [("train", "training loss (mean of "
                                  "100 steps)", "")]
   fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+  # The committed plots' colours; a side not listed takes one no side
+  # has, so a new side needs only its OURS label.
   colors = {"original": "tab:blue", "ours": "tab:orange",
             "ours_first": "tab:gray", "ours_fp32": "tab:green",
             "ours_origdense_fp32": "tab:red", "ours_origdense": "tab:purple",
             "ours_origorder_fp32": "tab:brown", "ours_originit": "tab:olive"}
+  spare = iter(c for c in ("tab:pink", "tab:cyan", "black", "gold", "navy")
+               if c not in colors.values())
+  colors.update({side: next(spare) for side in PRETRAIN_SIDES
+                 if side not in colors})
   for ax, metric in zip(axes.flat, panels):
     key, title, _ = metric
     for side in PRETRAIN_SIDES:
