@@ -233,19 +233,25 @@ def _small(folder):
 
 def _family(runs, last):
   """The four metrics' Welch p (ours vs original, at the last step) as one
-  family: each p as results.md gives it and Holm-adjusted."""
-  welch = {}
+  family: each p as results.md gives it and Holm-adjusted; and the TOST
+  at MARGINS where a metric has one."""
+  welch, tost = {}, {}
   for m in collect_parity.EVAL_METRICS:
     a, b = ([collect_parity.value(side, r["eval"][last], m)
              for r in runs.get(side, {}).values() if last in r["eval"]]
             for side in ("original", "ours"))
     if min(len(a), len(b)) > 1:
       welch[m[0]] = stats.ttest_ind(b, a, equal_var=False).pvalue
+      if m[0] in MARGINS:
+        tost[m[0]] = tost_p(b, a, MARGINS[m[0]])
   if not welch:
     return {}
   adjusted = holm(welch)
   return {f"small Holm-adjusted Welch p at {last}": ", ".join(
-      f"{k} {welch[k]:.3f} -> {adjusted[k]:.3f}" for k in welch)}
+      f"{k} {welch[k]:.3f} -> {adjusted[k]:.3f}" for k in welch),
+          f"small TOST at {last}": ", ".join(
+              f"{k} within {MARGINS[k]:g}: p = {p:.3f}"
+              for k, p in tost.items())}
 
 
 def _information(folder, runs, last):
