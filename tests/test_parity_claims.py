@@ -53,7 +53,7 @@ STATED = ("ours disc_auc outside at 500", "ours disc_auc outside at 2500",
           "small ours_originit seed 2 disc information at 1000 on the "
           "original's evaluator",
           "small originit the original's evaluator ranges apart",
-          "small Holm-adjusted Welch p at 1000")
+          "small Holm-adjusted Welch p at 1000", "small TOST at 1000")
 
 
 def test_the_readme_says_each_figure_the_records_give():
