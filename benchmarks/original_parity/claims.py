@@ -247,11 +247,12 @@ def _family(runs, last):
   if not welch:
     return {}
   adjusted = holm(welch)
-  return {f"small Holm-adjusted Welch p at {last}": ", ".join(
-      f"{k} {welch[k]:.3f} -> {adjusted[k]:.3f}" for k in welch),
-          f"small TOST at {last}": ", ".join(
-              f"{k} within {MARGINS[k]:g}: p = {p:.3f}"
-              for k, p in tost.items())}
+  family = ", ".join(f"{k} {welch[k]:.3f} -> {adjusted[k]:.3f}"
+                     for k in welch)
+  margins = ", ".join(f"{k} within {MARGINS[k]:g}: p = {p:.3f}"
+                      for k, p in tost.items())
+  return {f"small Holm-adjusted Welch p at {last}": family,
+          f"small TOST at {last}": margins}
 
 
 def _information(folder, runs, last):
