@@ -12,6 +12,10 @@ _spec = importlib.util.spec_from_file_location(
     "run_parity", os.path.join(HERE, "run_parity.py"))
 run_parity = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_parity)
+_spec = importlib.util.spec_from_file_location(
+    "collect_parity", os.path.join(HERE, "collect_parity.py"))
+collect = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(collect)
 
 
 def test_recorded_runs_are_skipped(tmp_path, monkeypatch):
@@ -37,10 +41,6 @@ def test_the_original_evaluators_table_pairs_each_seed(tmp_path):
   """collect_parity's one-evaluator table: ours under the original's
   evaluator (orig_eval/) minus the original's run of the same seed."""
   import json
-  spec = importlib.util.spec_from_file_location(
-      "collect_parity", os.path.join(HERE, "collect_parity.py"))
-  collect = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(collect)
   losses = {("pretrain", "original", 1): 6.0, ("pretrain", "original", 2): 6.2,
             ("orig_eval", "ours_origorder_fp32", 1): 6.05,
             ("orig_eval", "ours_origorder_fp32", 2): 6.5}
@@ -93,10 +93,6 @@ def test_a_new_side_plots_in_a_colour_of_its_own(tmp_path, monkeypatch):
   """A side given only its OURS label plots, its seeds in one colour that
   no other side has."""
   from matplotlib.axes import Axes
-  spec = importlib.util.spec_from_file_location(
-      "collect_parity", os.path.join(HERE, "collect_parity.py"))
-  collect = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(collect)
   monkeypatch.setitem(collect.OURS, "ours_new", "ours, new")
   monkeypatch.setattr(collect, "PRETRAIN_SIDES",
                       collect.PRETRAIN_SIDES + ("ours_new",))

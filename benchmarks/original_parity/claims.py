@@ -237,9 +237,7 @@ def _family(runs, last):
   at MARGINS where a metric has one."""
   welch, tost = {}, {}
   for m in collect_parity.EVAL_METRICS:
-    a, b = ([collect_parity.value(side, r["eval"][last], m)
-             for r in runs.get(side, {}).values() if last in r["eval"]]
-            for side in ("original", "ours"))
+    a, b = (_seeds(runs, side, last, m[0]) for side in ("original", "ours"))
     if min(len(a), len(b)) > 1:
       welch[m[0]] = stats.ttest_ind(b, a, equal_var=False).pvalue
       if m[0] in MARGINS:
