@@ -16,12 +16,17 @@ Small's forward).
 """
 
 import numpy as np
-from openvino import opset13 as ops
-from openvino.passes import AnyInput
-from openvino.passes import Manager
-from openvino.passes import Matcher
-from openvino.passes import MatcherPass
-from openvino.passes import WrapType
+
+from inference import no_telemetry
+
+no_telemetry.decline()  # before openvino's import sends its event
+
+from openvino import opset13 as ops  # noqa: E402
+from openvino.passes import AnyInput  # noqa: E402
+from openvino.passes import Manager  # noqa: E402
+from openvino.passes import Matcher  # noqa: E402
+from openvino.passes import MatcherPass  # noqa: E402
+from openvino.passes import WrapType  # noqa: E402
 
 SQRT_HALF = float(np.sqrt(0.5))
 

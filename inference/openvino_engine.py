@@ -10,6 +10,7 @@ half of a Small model's whole conversion), which `frozen_graph` still does
 for a function that reads its variables."""
 
 import atexit
+import collections
 import copy
 import gc
 import os
@@ -239,21 +240,33 @@ class CompiledFunction:
     as every output), in order, as many batches in flight as the compiled
     model has streams; the last `streams` batches are split across the
     streams (the longest of length-sorted batches; a lone batch would
-    otherwise run on one stream's share of the cores)."""
-    import openvino as ov
-    streams = self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
-    queue = ov.AsyncInferQueue(self._compiled, streams)
-    ports = self._ports
-    done = {}  # (batch, part) -> its outputs, copied off the request
+    otherwise run on one stream's share of the cores).
 
-    def finished(request, key):
-      done[key] = [np.array(request.get_tensor(port).data) for port in ports]
-    queue.set_callback(finished)
+    Plain requests, waited on here: no completion callback, so no Python
+    runs on OpenVINO's threads. A callback there (AsyncInferQueue's) can
+    run Python's garbage collector on them, and an OpenVINO object it
+    frees then joins its own thread ("Resource deadlock avoided"): one
+    likely cause of the two aborts that ended BLiMP jobs in CI (the
+    other: openvino's telemetry fork, no_telemetry.py)."""
+    streams = self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+    # This call's own requests (a generator left suspended keeps its own).
+    idle = collections.deque(self._compiled.create_infer_request()
+                             for _ in range(streams))
     batches = [self._values(features) for features in batches]
     # A batch's row slices (None: whole): the last `streams` batches are
     # split, so that the streams finish together.
     parts = [[None] if i < len(batches) - streams or streams < 2 else
              _row_slices(values, streams) for i, values in enumerate(batches)]
+    done = {}  # (batch, part) -> its outputs, copied off the request
+    in_flight = collections.deque()  # (request, (batch, part)), as started
+
+    def collect():
+      """Copies off the oldest request's outputs (waited for)."""
+      request, key = in_flight.popleft()
+      request.wait()
+      done[key] = [np.array(request.get_tensor(port).data)
+                   for port in self._ports]
+      idle.append(request)
 
     def ready(i):
       return all((i, j) in done for j in range(len(parts[i])))
@@ -263,18 +276,26 @@ class CompiledFunction:
       return self._pack(batches[i], [np.concatenate(o) for o in
                                      zip(*pieces)])
     yielded = 0
-    for i, values in enumerate(batches):
-      for j, rows in enumerate(parts[i]):
-        part = values if rows is None else {
-            name: value[rows] for name, value in values.items()}
-        queue.start_async(self._fed(part), (i, j))  # waits for a request
-      while yielded < i and ready(yielded):
-        yield outputs(yielded)
-        yielded += 1
-    queue.wait_all()
-    del queue  # not held by a generator its caller leaves suspended
-    for i in range(yielded, len(batches)):
-      yield outputs(i)
+    try:
+      for i, values in enumerate(batches):
+        for j, rows in enumerate(parts[i]):
+          part = values if rows is None else {
+              name: value[rows] for name, value in values.items()}
+          if not idle:
+            collect()
+          request = idle.popleft()
+          request.start_async(self._fed(part))  # copies the inputs
+          in_flight.append((request, (i, j)))
+        while yielded < i and ready(yielded):
+          yield outputs(yielded)
+          yielded += 1
+      while in_flight:
+        collect()
+      for i in range(yielded, len(batches)):
+        yield outputs(i)
+    finally:  # a caller that stops early leaves no request running
+      for request, _ in in_flight:
+        request.wait()
 
   def _values(self, features):
     return {name: np.asarray(features[name]) for name in self._inputs}

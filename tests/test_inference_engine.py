@@ -345,32 +345,54 @@ def test_a_later_trials_model_is_compiled_with_its_own_weights(tmp_path):
                              **FP32)
 
 
+def _in_own_process(check, **env):
+  """Runs this module's function `check` in a fresh process (one whose
+  threads, OpenVINO objects and imports no other test shares); asserts
+  it passed."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  result = subprocess.run(
+      [sys.executable, "-c", f"from tests.test_inference_engine import "
+       f"{check}; {check}()"], capture_output=True, text=True, cwd=root,
+      env=dict(os.environ, PYTHONPATH=root, **env), timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+
+
+def _micro_encoder():
+  """A built 1-layer micro encoder."""
+  from model import Encoder
+  from model.config import TransformerConfig
+  from tests.tiny_runs import MICRO
+  encoder = Encoder(TransformerConfig(vocab_size=40, **dict(
+      MICRO, num_hidden_layers=1)))
+  ids = np.ones((1, 4), np.int32)
+  encoder(ids, ids)
+  return encoder
+
+
+def _micro_map_function(encoder):
+  """(EngineFunction of the encoder's forward compiled for map, a
+  batch)."""
+  from inference.engine import EngineFunction
+
+  def forward(batch):
+    return encoder(batch["ids"], batch["mask"], batch["ids"] * 0)
+
+  fn = EngineFunction(forward, "float32", variables=encoder.variables,
+                      throughput=True)
+  ids = np.full((2, 6), 7, np.int32)
+  return fn, {"ids": ids, "mask": ids * 0 + 1}
+
+
 def _exit_check():
   """test_exit_frees_...'s body, in its own process (it frees what other
   tests of this one may hold)."""
   from inference import openvino_engine
-  from inference.engine import EngineFunction
-  from model import Encoder
-  from model.config import TransformerConfig
-  from tests.tiny_runs import MICRO
-  config = TransformerConfig(vocab_size=40, **dict(MICRO,
-                                                   num_hidden_layers=1))
-  first, second = Encoder(config), Encoder(config)
-  ids = np.full((2, 6), 7, np.int32)
-  for encoder in (first, second):
-    encoder(ids, ids * 0 + 1)
-
-  def forward(batch):
-    return first(batch["ids"], batch["mask"], batch["ids"] * 0)
-
-  fn = EngineFunction(forward, "float32", variables=first.variables,
-                      throughput=True)
-  batch = {"ids": ids, "mask": ids * 0 + 1}
+  first, second = _micro_encoder(), _micro_encoder()
+  fn, batch = _micro_map_function(first)
   outs = fn.map(iter([batch, batch]))
   next(outs), next(outs)  # left at its last yield, as zip leaves it
   inner = outs.gi_yieldfrom  # CompiledFunction.map, under EngineFunction's
-  assert "finished" in inner.gi_frame.f_locals  # its frame, at a yield
-  assert "queue" not in inner.gi_frame.f_locals
+  assert not inner.gi_frame.f_locals["in_flight"]  # nothing left running
   fn.rebind(second.variables)
   fn(batch)
   live = list(openvino_engine._LIVE)  # pylint: disable=protected-access
@@ -387,10 +409,52 @@ def _exit_check():
 def test_exit_frees_every_compiled_model_and_the_core_first():
   """The exit hook frees each CompiledFunction (a rebind's too) and the
   Core while the interpreter is whole, not at OpenVINO's static teardown;
-  the map generator a caller leaves at its last yield holds no queue."""
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  result = subprocess.run(
-      [sys.executable, "-c", "from tests.test_inference_engine import "
-       "_exit_check; _exit_check()"], capture_output=True, text=True,
-      cwd=root, env=dict(os.environ, PYTHONPATH=root), timeout=300)
-  assert result.returncode == 0, result.stderr[-3000:]
+  the map generator a caller leaves at its last yield has no request
+  running."""
+  _in_own_process("_exit_check")
+
+
+def _threads_check():
+  """test_map_runs_no_python_...'s body, in its own process (pytest-xdist's
+  threads run Python too)."""
+  import gc
+  import threading
+  fn, batch = _micro_map_function(_micro_encoder())
+  collected_on = set()
+
+  def seen(phase, info):
+    del phase, info
+    collected_on.add(threading.get_ident())
+  gc.callbacks.append(seen)
+  gc.set_threshold(1)  # a collection at nearly every allocation
+  try:
+    for _ in range(3):
+      assert len(list(fn.map(iter([batch] * 8)))) == 8
+  finally:
+    gc.set_threshold(700)
+    gc.callbacks.remove(seen)
+  assert collected_on == {threading.main_thread().ident}, collected_on
+
+
+def test_map_runs_no_python_on_openvino_threads():
+  """map waits on its requests itself: no callback runs Python (nor its
+  garbage collector, which frees OpenVINO objects) on OpenVINO's threads,
+  where an object freed joins its own thread and aborts the process."""
+  _in_own_process("_threads_check")
+
+
+def _telemetry_check():
+  """test_openvino_sends_...'s body: imports openvino as the package does."""
+  import threading
+  from inference import openvino_engine  # noqa: F401
+  import openvino  # noqa: F401
+  assert threading.enumerate() == [threading.main_thread()]
+  assert not os.path.exists(os.path.expanduser(os.path.join("~", "intel")))
+
+
+def test_openvino_sends_no_telemetry_and_writes_no_home_files(tmp_path):
+  """Imported through the package, openvino starts no telemetry sender
+  (a thread that forks a process to post a usage event) and writes no
+  ~/intel/ (its client id and stats), where its consent checks would."""
+  env = {name: "" for name in ("CI", "TF_BUILD", "JENKINS_URL")}
+  _in_own_process("_telemetry_check", HOME=str(tmp_path), **env)
