@@ -245,9 +245,9 @@ class CompiledFunction:
     Plain requests, waited on here: no completion callback, so no Python
     runs on OpenVINO's threads. A callback there (AsyncInferQueue's) can
     run Python's garbage collector on them, and an OpenVINO object it
-    frees then joins its own thread ("Resource deadlock avoided"): one
-    likely cause of the two aborts that ended BLiMP jobs in CI (the
-    other: openvino's telemetry fork, no_telemetry.py)."""
+    frees then joins its own thread ("Resource deadlock avoided"): a
+    candidate cause of the two aborts that ended BLiMP jobs in CI (the
+    other candidate: openvino's telemetry fork, no_telemetry.py)."""
     streams = self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
     # This call's own requests (a generator left suspended keeps its own).
     idle = collections.deque(self._compiled.create_infer_request()

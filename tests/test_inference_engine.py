@@ -425,13 +425,14 @@ def _threads_check():
   def seen(phase, info):
     del phase, info
     collected_on.add(threading.get_ident())
+  thresholds = gc.get_threshold()
   gc.callbacks.append(seen)
   gc.set_threshold(1)  # a collection at nearly every allocation
   try:
     for _ in range(3):
       assert len(list(fn.map(iter([batch] * 8)))) == 8
   finally:
-    gc.set_threshold(700)
+    gc.set_threshold(*thresholds)
     gc.callbacks.remove(seen)
   assert collected_on == {threading.main_thread().ident}, collected_on
 
