@@ -42,7 +42,7 @@ _LIVE = weakref.WeakSet()  # every CompiledFunction not yet freed
 def _release_all():
   """At exit, frees every compiled model, then the Core, while the
   interpreter is whole: one left to Python's teardown (or never freed)
-  meets OpenVINO's static executors' destruction at exit(), the likely
+  meets OpenVINO's static executors' destruction at exit(), a candidate
   cause (not reproduced on demand) of the abort that once ended a finished
   run_scoring.py ("terminate called without an active exception")."""
   global _CORE

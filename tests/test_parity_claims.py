@@ -1,14 +1,11 @@
 """results/original_parity/README.md states the figures claims.py computes
 from the records (issue 63), and its equivalence test is a TOST."""
 
-import importlib.util
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_spec = importlib.util.spec_from_file_location(
-    "claims", os.path.join(ROOT, "benchmarks", "original_parity", "claims.py"))
-claims = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(claims)
+from tests import parity_scripts
+
+claims = parity_scripts.load("claims")
 
 STATED = ("ours disc_auc outside at 500", "ours disc_auc outside at 2500",
           "ours disc_auc outside at 4000",

@@ -4,7 +4,6 @@ repository root, $DATA the shared data folder, OUT a fresh folder), which must b
 committed results.json; every other folder is listed with the reason it
 cannot be recomputed, which the README says too."""
 
-import importlib.util
 import json
 import os
 import shlex
@@ -13,6 +12,7 @@ import subprocess
 import pytest
 
 import collect_gpu_slot
+from tests import parity_scripts
 from tests.shared_data import SHARED
 from util.place_check import outside_places
 
@@ -21,12 +21,7 @@ RESULTS = os.path.join(ROOT, "results")
 with open(os.path.join(RESULTS, "recompute.json")) as f:
   LISTED = json.load(f)
 def _parity_main(argv):
-  path = os.path.join(ROOT, "benchmarks", "original_parity",
-                      "collect_parity.py")
-  spec = importlib.util.spec_from_file_location("collect_parity", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.main(argv)
+  return parity_scripts.load("collect_parity").main(argv)
 
 
 SCRIPTS = {"collect_gpu_slot.py": collect_gpu_slot.main,

@@ -3,19 +3,13 @@ eval is recorded is skipped on any machine (a fresh one has no
 checkpoints to find it done by), the others run in the plan's order."""
 
 import argparse
-import importlib.util
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HERE = os.path.join(ROOT, "benchmarks", "original_parity")
-_spec = importlib.util.spec_from_file_location(
-    "run_parity", os.path.join(HERE, "run_parity.py"))
-run_parity = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(run_parity)
-_spec = importlib.util.spec_from_file_location(
-    "collect_parity", os.path.join(HERE, "collect_parity.py"))
-collect = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(collect)
+from tests import parity_scripts
+
+HERE = parity_scripts.HERE
+run_parity = parity_scripts.load("run_parity")
+collect = parity_scripts.load("collect_parity")
 
 
 def test_recorded_runs_are_skipped(tmp_path, monkeypatch):
