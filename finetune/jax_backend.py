@@ -127,15 +127,9 @@ class JaxFinetuningRunner(FinetuningLoop):
   def train(self, model, seed):
     config, finetuner = self.config, self.finetuner(model)
     steps = finetuner.num_steps
-    print(f"fine-tuning {', '.join(finetuner.inputs)} for {steps} steps "
-          f"on JAX ({len(self.strategy.devices)} "
-          f"{jax.devices()[0].platform} "
-          f"device(s); {config.model_size} model: lr "
-          f"{config.learning_rate:g}, layer-wise decay "
-          f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size})"
-          + ("; distilling from teachers" + (
-              ", annealed" if config.teacher_annealing else "")
-             if config.distill else ""), flush=True)
+    print(self._training_line(finetuner.inputs, steps, " on JAX", (
+        f"{len(self.strategy.devices)} {jax.devices()[0].platform} "
+        "device(s); ")), flush=True)
     # One call trains the whole trial: a line every LOG_SECONDS meanwhile,
     # as the TensorFlow runner's step log gives.
     trial = seed - config.seed + 1  # the loop's trial seeds

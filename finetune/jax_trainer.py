@@ -38,8 +38,8 @@ from finetune import padding
 from finetune import task_order
 from finetune.model import FinetuningModel
 from finetune.optimization import create_optimizer
+from training.optimization import clip_by_global_norm
 from pretrain.arrays import batch_rows
-from pretrain.jax_trainer import _global_norm
 from training.jax_devices import Devices
 from training.jax_devices import fetch
 from training.precision import set_precision
@@ -181,11 +181,7 @@ class JaxFinetuner:
     # No gradient for the other tasks' heads: their weights and slots stay.
     grads = [g if trains else None
              for g, trains in zip(grads, self.trains[name])]
-    if self.config.clip_norm > 0:  # tf.clip_by_global_norm
-      norm = _global_norm([g for g in grads if g is not None])
-      scale = self.config.clip_norm / jnp.maximum(norm, self.config.clip_norm)
-      grads = [None if g is None else g * scale.astype(g.dtype)
-               for g in grads]
+    grads, _ = clip_by_global_norm(grads, self.config.clip_norm)
     trainable, opt_vars = self.optimizer.stateless_apply(opt_vars, grads,
                                                          trainable)
     return (trainable, fixed, opt_vars), loss

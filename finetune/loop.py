@@ -181,6 +181,18 @@ class FinetuningLoop:
     returns the mean loss of the last logged steps."""
     raise NotImplementedError
 
+  def _training_line(self, names, total, on="", devices=""):
+    """The line a trial's training begins with, on either backend."""
+    config = self.config
+    line = (f"fine-tuning {', '.join(names)} for {total} steps{on} "
+            f"({devices}{config.model_size} model: lr "
+            f"{config.learning_rate:g}, layer-wise decay "
+            f"{config.layerwise_lr_decay:g}, batch {config.train_batch_size})")
+    if config.distill:
+      line += "; distilling from teachers" + (
+          ", annealed" if config.teacher_annealing else "")
+    return line
+
   def _reused_heads(self):
     """{task: saved head weights} of the fine-tuned model this run starts
     from (model.reused_heads), read once; none without one."""

@@ -45,15 +45,9 @@ class FinetuningRunner(FinetuningLoop):
     train_steps = {name: self._train_step(
         model, optimizer, name, None if tasks[name].static_length
         else iterators[name].element_spec) for name in data}
-    print(f"fine-tuning {', '.join(data)} for {total} steps "
-          f"({config.model_size} model: lr {config.learning_rate:g}, "
-          f"layer-wise decay {config.layerwise_lr_decay:g}, batch "
-          f"{config.train_batch_size}"
-          + (f" over {self.num_replicas} replicas" if self.num_replicas > 1
-             else "") + ")"
-          + ("; distilling from teachers" + (
-              ", annealed" if config.teacher_annealing else "")
-             if config.distill else ""), flush=True)
+    print(self._training_line(data, total, devices=(
+        f"{self.num_replicas} replicas; " if self.num_replicas > 1 else "")),
+          flush=True)
     start = last = time.time()
     losses, last_step = [], 0
     # Every log_every_steps, and also each tenth of the run (a short run

@@ -59,11 +59,6 @@ def resolve_precision(config, devices):
   return config.mixed_precision
 
 
-def _global_norm(grads):
-  return jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32)))
-                      for g in grads))
-
-
 class JaxTrainer:
   """Model, optimizer, device-resident data and jitted steps for a
   PretrainingConfig over loaded pretrain/arrays.py Arrays."""
@@ -209,11 +204,8 @@ class JaxTrainer:
     # What trains now (two-stage training freezes the generator): the
     # others get no gradient, so the optimizer leaves them and their slots.
     grads = [g if trains else None for g, trains in zip(grads, self._trains())]
-    norm = _global_norm([g for g in grads if g is not None]) / loss_scale
-    if config.clip_norm > 0:  # tf.clip_by_global_norm, as the TF driver
-      scale = config.clip_norm / jnp.maximum(norm, config.clip_norm)
-      grads = [None if g is None else g * scale.astype(g.dtype)
-               for g in grads]
+    grads, norm = optimization.clip_by_global_norm(grads, config.clip_norm,
+                                                   loss_scale)
     schedule = optimization.WarmupPolynomialDecay(
         config.learning_rate, total_steps, warmup_steps,
         config.lr_decay_power, config.warmup_scales_decay)

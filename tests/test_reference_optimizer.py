@@ -151,3 +151,25 @@ def test_no_decay_matches_the_originals_patterns(reference):
     variable = types.SimpleNamespace(path=OURS[name])
     theirs = any(p in name for p in ("LayerNorm", "layer_norm", "bias"))
     assert optimization.no_decay(variable) == theirs, name
+
+
+@pytest.mark.parametrize("clip_norm,loss_scale", [(1.0, 1.0), (1.0, 8.0),
+                                                  (1e3, 1.0), (0.0, 1.0)])
+def test_the_jax_steps_clip_as_tf_clip_by_global_norm(clip_norm, loss_scale):
+  """optimization.clip_by_global_norm (the JAX steps' clipping) against
+  tf.clip_by_global_norm on loss-scaled grads, a frozen variable's None
+  among them; the norm it returns is the unscaled one."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  grads = [rng.standard_normal(s).astype(np.float32) * loss_scale
+           for s in ((3, 4), (5,), (2, 2))]
+  got, norm = optimization.clip_by_global_norm(
+      [grads[0], None, grads[1], grads[2]], clip_norm, loss_scale)
+  assert got[1] is None
+  want_norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2)
+                          for g in grads)) / loss_scale
+  np.testing.assert_allclose(float(norm), want_norm, rtol=1e-6)
+  want = (tf.clip_by_global_norm(grads, clip_norm * loss_scale)[0]
+          if clip_norm else grads)
+  for g, w in zip([got[0], got[2], got[3]], want):
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)

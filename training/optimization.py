@@ -178,3 +178,16 @@ def build_optimizer(optimizer, variables):
     optimizer.exclude_from_weight_decay(
         var_list=[v for v in variables if no_decay(v)])
   optimizer.build(variables)
+
+
+def clip_by_global_norm(grads, clip_norm, loss_scale=1.0):
+  """(grads scaled as tf.clip_by_global_norm scales them, their global
+  norm / loss_scale) for the JAX steps; a None (a frozen variable's) stays
+  None and counts for nothing. clip_norm 0: not clipped."""
+  norm = ops.sqrt(sum(ops.sum(ops.square(ops.cast(g, "float32")))
+                      for g in grads if g is not None)) / loss_scale
+  if clip_norm > 0:
+    scale = clip_norm / ops.maximum(norm, clip_norm)
+    grads = [None if g is None else g * ops.cast(scale, g.dtype)
+             for g in grads]
+  return grads, norm
