@@ -38,10 +38,10 @@ from finetune import padding
 from finetune import task_order
 from finetune.model import FinetuningModel
 from finetune.optimization import create_optimizer
-from training.optimization import clip_by_global_norm
 from pretrain.arrays import batch_rows
 from training.jax_devices import Devices
 from training.jax_devices import fetch
+from training.optimization import clip_by_global_norm
 from training.precision import set_precision
 from util.errors import UserError
 
