@@ -72,11 +72,12 @@ def test_gradients_equal_the_full_encoders():
     if full is None:  # e.g. an unused position's row: None in both
       assert first is None, variable.path
       continue
-    full = np.asarray(tf.convert_to_tensor(full))
+    full = np.asarray(tf.convert_to_tensor(full))  # IndexedSlices too
     # float32 sums in another order: errors scale with the tensor's largest
     # gradient (up to ~260 here), not each element's. Over 40 inits the
     # worst difference was 0.34 of this; a wrong path is off by O(grad).
-    np.testing.assert_allclose(tf.convert_to_tensor(first), full, rtol=0,
+    np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(first)),
+                               full, rtol=0,
                                atol=1e-5 + 1e-6 * np.abs(full).max(),
                                err_msg=variable.path)
 

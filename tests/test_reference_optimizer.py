@@ -12,6 +12,7 @@ import types
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from configure_finetuning import FinetuningConfig
 from configure_pretraining import PretrainingConfig
@@ -159,7 +160,6 @@ def test_the_jax_steps_clip_as_tf_clip_by_global_norm(clip_norm, loss_scale):
   """optimization.clip_by_global_norm (the JAX steps' clipping) against
   tf.clip_by_global_norm on loss-scaled grads, a frozen variable's None
   among them; the norm it returns is the unscaled one."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(0)
   grads = [rng.standard_normal(s).astype(np.float32) * loss_scale
            for s in ((3, 4), (5,), (2, 2))]
